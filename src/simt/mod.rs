@@ -1,0 +1,322 @@
+//! The SIMT kernel model: launch geometry, how a launch's output is tiled into
+//! work-groups, and the caller path that runs every group in a loop.
+//!
+//! A launch is a grid of work-groups. For row operators a group owns `block`
+//! consecutive rows and has `local` work-items that stride across the columns
+//! of each row: step `k` covers columns `[k·local, (k+1)·local)`, executed as
+//! `ceil(local / W)` packets. [`RowSteps`] enumerates exactly those packets,
+//! with how many lanes of each are live, so every row kernel follows the same
+//! SIMT schedule and full-packet specialization is decided in one place.
+//!
+//! The output tensor of a launch is cut into disjoint, consecutive spans, one
+//! per group ([`Tiling`]). A kernel is a function `(group, &mut span)`; because
+//! spans are disjoint, a launch's result cannot depend on which worker ran a
+//! group or in which order — the property the pool's determinism rests on.
+
+use crate::error::{Error, Result};
+use std::ops::Range;
+
+/// Whether packets whose lanes are all in bounds run the unmasked code variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum PacketMode {
+    /// Full packets unmasked, only tail packets masked (the default).
+    FullPacket,
+    /// Every packet runs the masked variant, to measure what specialization gains.
+    AllMasked,
+}
+
+impl PacketMode {
+    /// `true` for [`PacketMode::FullPacket`].
+    pub fn full_packet(self) -> bool {
+        self == PacketMode::FullPacket
+    }
+
+    /// The mode for an on/off switch.
+    pub fn from_switch(full_packet: bool) -> Self {
+        if full_packet {
+            PacketMode::FullPacket
+        } else {
+            PacketMode::AllMasked
+        }
+    }
+}
+
+/// Geometry of a row-operator launch: work-items per group and rows per group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Geometry {
+    /// Work-items per group; they stride across the columns of a row.
+    pub local: usize,
+    /// Rows owned by one work-group.
+    pub block: usize,
+}
+
+impl Geometry {
+    /// A geometry, rejecting `local` or `block` of 0.
+    pub fn new(local: usize, block: usize) -> Result<Self> {
+        if local == 0 {
+            return Err(Error::BadGeometry("local must be at least 1".into()));
+        }
+        if block == 0 {
+            return Err(Error::BadGeometry("block must be at least 1".into()));
+        }
+        Ok(Geometry { local, block })
+    }
+
+    /// The `whole` geometry: one group per row, `local` = the row rounded up to `width`.
+    pub fn whole(cols: usize, width: usize) -> Self {
+        Geometry {
+            local: cols.div_ceil(width).max(1) * width,
+            block: 1,
+        }
+    }
+}
+
+/// How the output of a launch is cut into work-groups.
+///
+/// The output is `segments` segments of `seg_rows` rows of `row_len` elements;
+/// each segment is split into blocks of `block` rows (the last one may be
+/// shorter), and each block is one work-group. Row operators use one segment;
+/// attention uses one segment per (batch, query head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiling {
+    segments: usize,
+    seg_rows: usize,
+    row_len: usize,
+    block: usize,
+    blocks_per_segment: usize,
+}
+
+impl Tiling {
+    /// `rows` rows of `row_len` elements in groups of `block` rows.
+    pub fn rows(rows: usize, row_len: usize, block: usize) -> Result<Self> {
+        Self::segmented(1, rows, row_len, block)
+    }
+
+    /// `segments` × `seg_rows` rows of `row_len` elements; groups never span two segments.
+    pub fn segmented(
+        segments: usize,
+        seg_rows: usize,
+        row_len: usize,
+        block: usize,
+    ) -> Result<Self> {
+        if block == 0 {
+            return Err(Error::BadGeometry("block must be at least 1".into()));
+        }
+        if segments == 0 || seg_rows == 0 || row_len == 0 {
+            return Err(Error::BadGeometry("a launch needs at least one group".into()));
+        }
+        segments
+            .checked_mul(seg_rows)
+            .and_then(|r| r.checked_mul(row_len))
+            .filter(|&n| n <= isize::MAX as usize / 4)
+            .ok_or_else(|| Error::BadDimension("launch output is too large".into()))?;
+        let blocks_per_segment = seg_rows.div_ceil(block);
+        Ok(Tiling {
+            segments,
+            seg_rows,
+            row_len,
+            block,
+            blocks_per_segment,
+        })
+    }
+
+    /// Number of work-groups in the grid.
+    pub fn groups(&self) -> usize {
+        self.segments * self.blocks_per_segment
+    }
+
+    /// Elements of one row of output.
+    pub fn row_len(&self) -> usize {
+        self.row_len
+    }
+
+    /// Total elements of output.
+    pub fn len(&self) -> usize {
+        self.segments * self.seg_rows * self.row_len
+    }
+
+    /// `true` if the output holds no element (never, for a valid tiling).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The segment a group belongs to, and its rows within that segment.
+    pub fn group_rows(&self, group: usize) -> (usize, Range<usize>) {
+        let segment = group / self.blocks_per_segment;
+        let b = group % self.blocks_per_segment;
+        let start = b * self.block;
+        let end = (start + self.block).min(self.seg_rows);
+        (segment, start..end)
+    }
+
+    /// The global rows (counting across segments) that a group owns.
+    pub fn global_rows(&self, group: usize) -> Range<usize> {
+        let (segment, rows) = self.group_rows(group);
+        let base = segment * self.seg_rows;
+        base + rows.start..base + rows.end
+    }
+
+    /// The element range of the output that a group writes.
+    pub fn span(&self, group: usize) -> Range<usize> {
+        let rows = self.global_rows(group);
+        rows.start * self.row_len..rows.end * self.row_len
+    }
+}
+
+/// The signature every kernel launch runs: fill the output span of one group.
+pub type GroupFn<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
+
+/// Run groups `range` of a launch on the calling thread, in order.
+///
+/// `out` must be the launch's whole output (`tiling.len()` elements).
+pub fn run_groups(tiling: &Tiling, range: Range<usize>, out: &mut [f32], kernel: &GroupFn<'_>) {
+    assert_eq!(out.len(), tiling.len(), "output does not match the tiling");
+    if range.is_empty() {
+        return;
+    }
+    let first = tiling.span(range.start).start;
+    let mut rest = &mut out[first..];
+    for g in range {
+        let span = tiling.span(g);
+        let (head, tail) = rest.split_at_mut(span.len());
+        kernel(g, head);
+        rest = tail;
+    }
+}
+
+/// One packet of a row's SIMT schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketSlot {
+    /// First column of the packet.
+    pub col: usize,
+    /// Live lanes (1..=W).
+    pub lanes: usize,
+    /// Index of this packet within its step, `0..ceil(local/W)`.
+    pub slot: usize,
+    /// Whether this packet runs the unmasked variant.
+    pub full: bool,
+}
+
+/// The packets that a group of `local` work-items executes across one row of
+/// `cols` columns, in SIMT order: step by step, packet by packet.
+///
+/// Within a step, packet `j` covers work-items `[j·W, min((j+1)·W, local))`;
+/// lanes beyond the row's end are masked off. A packet runs unmasked only if
+/// all `W` lanes are live and the mode is [`PacketMode::FullPacket`].
+#[derive(Clone, Debug)]
+pub struct RowSteps {
+    cols: usize,
+    local: usize,
+    width: usize,
+    full_packet: bool,
+    step_base: usize,
+    slot: usize,
+    slots_per_step: usize,
+}
+
+impl RowSteps {
+    /// The schedule for one row.
+    #[inline]
+    pub fn new(cols: usize, local: usize, width: usize, mode: PacketMode) -> Self {
+        RowSteps {
+            cols,
+            local,
+            width,
+            full_packet: mode.full_packet(),
+            step_base: 0,
+            slot: 0,
+            slots_per_step: local.div_ceil(width),
+        }
+    }
+
+    /// Packets per step, `ceil(local / W)`.
+    pub fn slots_per_step(&self) -> usize {
+        self.slots_per_step
+    }
+}
+
+impl Iterator for RowSteps {
+    type Item = PacketSlot;
+
+    #[inline]
+    fn next(&mut self) -> Option<PacketSlot> {
+        loop {
+            if self.step_base >= self.cols {
+                return None;
+            }
+            let item = self.slot * self.width;
+            let col = self.step_base + item;
+            let slot = self.slot;
+            self.slot += 1;
+            if self.slot == self.slots_per_step {
+                self.slot = 0;
+                self.step_base += self.local;
+            }
+            if col >= self.cols {
+                continue;
+            }
+            let lanes = self
+                .width
+                .min(self.local - item)
+                .min(self.cols - col);
+            return Some(PacketSlot {
+                col,
+                lanes,
+                slot,
+                full: self.full_packet && lanes == self.width,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiling_spans_are_consecutive_and_cover_the_output() {
+        let t = Tiling::segmented(3, 10, 4, 4).unwrap();
+        assert_eq!(t.groups(), 9);
+        let mut next = 0;
+        for g in 0..t.groups() {
+            let s = t.span(g);
+            assert_eq!(s.start, next);
+            next = s.end;
+        }
+        assert_eq!(next, t.len());
+        assert_eq!(t.group_rows(5), (1, 8..10));
+    }
+
+    #[test]
+    fn zero_sized_tilings_are_errors() {
+        assert!(Tiling::rows(0, 4, 1).is_err());
+        assert!(Tiling::rows(4, 0, 1).is_err());
+        assert!(Tiling::rows(4, 4, 0).is_err());
+        assert!(Geometry::new(0, 1).is_err());
+        assert!(Geometry::new(1, 0).is_err());
+    }
+
+    #[test]
+    fn row_steps_follow_the_simt_schedule() {
+        // local 12 on W8 over 30 columns: steps at 0, 12, 24; packets of 8 then 4 lanes.
+        let p: Vec<_> = RowSteps::new(30, 12, 8, PacketMode::FullPacket)
+            .map(|s| (s.col, s.lanes, s.full))
+            .collect();
+        assert_eq!(
+            p,
+            vec![
+                (0, 8, true),
+                (8, 4, false),
+                (12, 8, true),
+                (20, 4, false),
+                (24, 6, false)
+            ]
+        );
+        let masked = RowSteps::new(16, 8, 8, PacketMode::AllMasked).all(|s| !s.full);
+        assert!(masked);
+        let covered: usize = RowSteps::new(1538, 256, 16, PacketMode::FullPacket)
+            .map(|s| s.lanes)
+            .sum();
+        assert_eq!(covered, 1538);
+    }
+}
