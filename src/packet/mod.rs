@@ -1,1 +1,287 @@
-//! placeholder
+//! The packet layer: f32 SIMD packets of W lanes, chosen at run time.
+//!
+//! Widths and their instruction sets:
+//! - W16: AVX-512F ([`x86::Avx512`]),
+//! - W8: AVX2 + FMA ([`x86::Avx2`]),
+//! - W4: SSE4.1 + FMA-free SSE ([`x86::Sse41`]) — on other architectures W4 falls back to
+//!   the scalar backend,
+//! - any width: [`scalar::Scalar`], a portable fallback with the same lane semantics
+//!   (fused multiply-add, x86 min/max, the same horizontal-reduction tree), used where the
+//!   CPU has no SIMD backend and in tests as a second opinion.
+//!
+//! ## Why `std::arch` behind our own trait
+//! Kernels are written once, generically over [`Packet`], and instantiated per ISA
+//! inside a `#[target_feature]` entry point ([`dispatch`]). Every `Packet` method is
+//! `#[inline(always)]`, so after monomorphization a kernel compiles to straight-line
+//! AVX2 or AVX-512 code with no per-operation dispatch. We wrote the thin layer
+//! ourselves rather than use a crate because the hot paths need exact control of
+//! masked tails (AVX-512 mask registers, AVX2 `maskload`), of `scalef`-style
+//! exponent scaling and of reduction order, and because the surface we need is small.
+//!
+//! ## Safety model
+//! A backend value (e.g. [`x86::Avx2`]) can only be constructed after run-time feature
+//! detection, so holding one proves the CPU has the features its methods use; all
+//! methods are therefore safe. All `unsafe` of the numeric code lives in this module
+//! tree, each block with a `// SAFETY:` line. [`Backend`] is the opaque, detected
+//! choice that the rest of the crate passes around.
+
+pub mod math;
+pub mod scalar;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use crate::error::{Error, Result};
+
+/// An f32 SIMD packet type of `W` lanes with its operations.
+///
+/// Lane semantics are fixed for every backend: `fma` is fused (one rounding),
+/// `min(a, b)` is `if a < b { a } else { b }` and `max(a, b)` is `if a > b { a } else { b }`
+/// (the x86 rule, so a NaN in `a` yields `b`), horizontal reductions add (or max)
+/// the upper half onto the lower half until one lane is left.
+pub trait Packet: Copy + Send + Sync + 'static {
+    /// The vector register type.
+    type V: Copy;
+    /// A per-lane boolean mask.
+    type M: Copy;
+    /// Lanes per packet.
+    const W: usize;
+    /// Short name of the backend, e.g. `avx2-w8`.
+    const NAME: &'static str;
+
+    /// All lanes `x`.
+    fn splat(self, x: f32) -> Self::V;
+    /// All lanes zero.
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        self.splat(0.0)
+    }
+    /// Loads `W` lanes from the front of `s`. Panics if `s.len() < W`.
+    fn load(self, s: &[f32]) -> Self::V;
+    /// Stores `W` lanes to the front of `s`. Panics if `s.len() < W`.
+    fn store(self, s: &mut [f32], v: Self::V);
+    /// Loads the first `n` lanes from `s` (`n ≤ W`, `n ≤ s.len()`), the other lanes are `fill`.
+    /// Never reads past `s[n - 1]`.
+    fn load_partial(self, s: &[f32], n: usize, fill: f32) -> Self::V;
+    /// Stores the first `n` lanes to `s` (`n ≤ W`, `n ≤ s.len()`); never writes past `s[n - 1]`.
+    fn store_partial(self, s: &mut [f32], n: usize, v: Self::V);
+    /// Stores `W` lanes with a non-temporal hint where the backend has one
+    /// (for large outputs that will not be read again soon).
+    #[inline(always)]
+    fn store_stream(self, s: &mut [f32], v: Self::V) {
+        self.store(s, v)
+    }
+    /// Orders earlier [`Packet::store_stream`] stores before later stores.
+    #[inline(always)]
+    fn stream_fence(self) {}
+
+    /// `a + b`.
+    fn add(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `a − b`.
+    fn sub(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `a · b`.
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `a / b`.
+    fn div(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `a · b + c`, fused (one rounding).
+    fn fma(self, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `c − a · b`, fused (one rounding).
+    fn fnma(self, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `if a < b { a } else { b }` per lane.
+    fn min(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `if a > b { a } else { b }` per lane.
+    fn max(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Correctly rounded square root.
+    fn sqrt(self, a: Self::V) -> Self::V;
+    /// `|a|` (clears the sign bit, NaN stays NaN).
+    fn abs(self, a: Self::V) -> Self::V;
+    /// `−a` (flips the sign bit).
+    fn neg(self, a: Self::V) -> Self::V;
+    /// The magnitude of `mag` with the sign bit of `sign`.
+    fn copysign(self, mag: Self::V, sign: Self::V) -> Self::V;
+    /// Rounds to the nearest integer, ties to even.
+    fn round(self, a: Self::V) -> Self::V;
+    /// Rounds toward −∞.
+    fn floor(self, a: Self::V) -> Self::V;
+    /// `a · 2ⁿ` for integral-valued `n`, with one rounding for `|n| ≤ 252`
+    /// (results in the subnormal range are rounded once, not twice).
+    /// `n` outside ±252 is clamped to ±252.
+    fn mul_pow2(self, a: Self::V, n: Self::V) -> Self::V;
+
+    /// Lanes where `a < b`.
+    fn lt(self, a: Self::V, b: Self::V) -> Self::M;
+    /// Lanes where `a ≤ b`.
+    fn le(self, a: Self::V, b: Self::V) -> Self::M;
+    /// Lanes where `a == b` (false for NaN).
+    fn eq(self, a: Self::V, b: Self::V) -> Self::M;
+    /// Lanes where `a` is NaN.
+    fn is_nan(self, a: Self::V) -> Self::M;
+    /// Lanes where `m` or `n` holds.
+    fn or_mask(self, m: Self::M, n: Self::M) -> Self::M;
+    /// Per lane `if m { a } else { b }`.
+    fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
+
+    /// Sum of the lanes, upper half onto lower half until one lane is left.
+    fn reduce_add(self, a: Self::V) -> f32;
+    /// Maximum of the lanes, with the same tree as [`Packet::reduce_add`].
+    fn reduce_max(self, a: Self::V) -> f32;
+}
+
+/// A computation generic over the packet type, run by [`dispatch`] with the
+/// backend's target features enabled.
+pub trait WithPacket {
+    /// What the computation returns.
+    type Output;
+    /// Runs the computation with backend `p`. Implementations should be
+    /// `#[inline(always)]` so that they are compiled with the backend's features.
+    fn run<P: Packet>(self, p: P) -> Self::Output;
+}
+
+/// Which implementation a [`Backend`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Scalar4,
+    Scalar8,
+    Scalar16,
+    #[cfg(target_arch = "x86_64")]
+    Sse41,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// A detected packet backend: a width and the instruction set that runs it.
+///
+/// Only constructible through detection ([`Backend::native`], [`Backend::best`]) or as
+/// the portable [`Backend::scalar`], so a `Backend` always runs on this CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Backend(Kind);
+
+impl Backend {
+    /// The native SIMD backend for `width` (4, 8 or 16) if this CPU has it.
+    pub fn native(width: usize) -> Result<Backend> {
+        if !matches!(width, 4 | 8 | 16) {
+            return Err(Error::WidthUnsupported(width));
+        }
+        Self::all_native()
+            .into_iter()
+            .find(|b| b.width() == width)
+            .ok_or_else(|| Error::WidthUnavailable {
+                requested: width,
+                available: Self::available_widths_text(),
+            })
+    }
+
+    /// The widest native backend whose width is at most `max_width` (W4 scalar if none).
+    pub fn best(max_width: usize) -> Backend {
+        Self::all_native()
+            .into_iter()
+            .filter(|b| b.width() <= max_width)
+            .max_by_key(|b| b.width())
+            .unwrap_or(Backend(Kind::Scalar4))
+    }
+
+    /// The portable scalar backend of `width` lanes (4, 8 or 16).
+    pub fn scalar(width: usize) -> Result<Backend> {
+        match width {
+            4 => Ok(Backend(Kind::Scalar4)),
+            8 => Ok(Backend(Kind::Scalar8)),
+            16 => Ok(Backend(Kind::Scalar16)),
+            w => Err(Error::WidthUnsupported(w)),
+        }
+    }
+
+    /// Every native SIMD backend this CPU can run, narrowest first.
+    pub fn all_native() -> Vec<Backend> {
+        #[allow(unused_mut)]
+        let mut v = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if x86::Sse41::detect().is_some() {
+                v.push(Backend(Kind::Sse41));
+            }
+            if x86::Avx2::detect().is_some() {
+                v.push(Backend(Kind::Avx2));
+            }
+            if x86::Avx512::detect().is_some() {
+                v.push(Backend(Kind::Avx512));
+            }
+        }
+        v
+    }
+
+    /// Native widths of this CPU, e.g. `[4, 8, 16]`; `[4]` (scalar) where it has none.
+    pub fn available_widths() -> Vec<usize> {
+        let v: Vec<usize> = Self::all_native().iter().map(|b| b.width()).collect();
+        if v.is_empty() { vec![4] } else { v }
+    }
+
+    fn available_widths_text() -> String {
+        Self::available_widths()
+            .iter()
+            .map(|w| format!("W{w}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Lanes per packet.
+    pub fn width(self) -> usize {
+        match self.0 {
+            Kind::Scalar4 => 4,
+            Kind::Scalar8 => 8,
+            Kind::Scalar16 => 16,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Sse41 => 4,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx2 => 8,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx512 => 16,
+        }
+    }
+
+    /// The backend's name, e.g. `avx2-w8`: it identifies the compiled kernel variant.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            Kind::Scalar4 => scalar::Scalar::<4>::NAME,
+            Kind::Scalar8 => scalar::Scalar::<8>::NAME,
+            Kind::Scalar16 => scalar::Scalar::<16>::NAME,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Sse41 => x86::Sse41::NAME,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx2 => x86::Avx2::NAME,
+            #[cfg(target_arch = "x86_64")]
+            Kind::Avx512 => x86::Avx512::NAME,
+        }
+    }
+
+    /// `true` for the portable scalar backends.
+    pub fn is_scalar(self) -> bool {
+        matches!(self.0, Kind::Scalar4 | Kind::Scalar8 | Kind::Scalar16)
+    }
+}
+
+/// Runs `k` with backend `b`, compiled with that backend's target features.
+#[inline]
+pub fn dispatch<K: WithPacket>(b: Backend, k: K) -> K::Output {
+    match b.0 {
+        Kind::Scalar4 => k.run(scalar::Scalar::<4>::new()),
+        Kind::Scalar8 => k.run(scalar::Scalar::<8>::new()),
+        Kind::Scalar16 => k.run(scalar::Scalar::<16>::new()),
+        #[cfg(target_arch = "x86_64")]
+        Kind::Sse41 => x86::run_sse41(k),
+        #[cfg(target_arch = "x86_64")]
+        Kind::Avx2 => x86::run_avx2(k),
+        #[cfg(target_arch = "x86_64")]
+        Kind::Avx512 => x86::run_avx512(k),
+    }
+}
+
+/// Every backend the tests should cover on this CPU: each native one and the
+/// scalar fallback at every width.
+pub fn test_backends() -> Vec<Backend> {
+    let mut v = Backend::all_native();
+    for w in [4, 8, 16] {
+        v.push(Backend::scalar(w).expect("scalar widths are 4, 8, 16"));
+    }
+    v
+}
