@@ -6,8 +6,12 @@
 //! - [`ops`]: the seven operators, each with an f64 reference.
 //! - [`pool`]: the worker pool that runs a launch in tasks of a chosen grain.
 
+pub mod bench;
+pub mod cli;
 pub mod error;
+pub mod ops;
 pub mod packet;
+pub mod plan;
 pub mod pool;
 pub mod simt;
 

@@ -319,3 +319,151 @@ mod tests {
         assert_eq!(covered, 1538);
     }
 }
+
+/// What a row kernel does with each packet of the SIMT schedule.
+///
+/// `acc` is the index of the packet accumulator that the packet's work-items
+/// reduce into (see [`RowSchedule::accumulators`]); element-wise kernels ignore it.
+pub trait PacketVisitor {
+    /// A packet with all `W` lanes live, run unmasked.
+    fn full(&mut self, col: usize, acc: usize);
+    /// A packet with `lanes` live lanes (`1..=W`), run masked.
+    fn masked(&mut self, col: usize, lanes: usize, acc: usize);
+}
+
+/// The SIMT schedule of one row, fixed for a whole launch.
+///
+/// Reductions are deterministic for a given `(cols, local, W)`: each packet slot
+/// `s` of a step (work-items `[sW, (s+1)W)`) reduces into accumulator `s mod A`,
+/// where `A` is the largest power of two ≤ 8 that divides the slots per step (or 8
+/// when a row is a single step, so every slot holds one packet); the group then
+/// folds the `A` accumulators pairwise and reduces the lanes with the packet tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowSchedule {
+    cols: usize,
+    local: usize,
+    width: usize,
+    full_packet: bool,
+    accumulators: usize,
+}
+
+impl RowSchedule {
+    /// The schedule for rows of `cols` columns run by `local` work-items in packets of `width`.
+    pub fn new(cols: usize, local: usize, width: usize, mode: PacketMode) -> Self {
+        let slots = local.div_ceil(width);
+        let accumulators = if local >= cols {
+            8
+        } else {
+            1usize << slots.trailing_zeros().min(3)
+        };
+        RowSchedule {
+            cols,
+            local,
+            width,
+            full_packet: mode.full_packet(),
+            accumulators,
+        }
+    }
+
+    /// Number of packet accumulators `A` (1, 2, 4 or 8) a row reduction uses.
+    pub fn accumulators(&self) -> usize {
+        self.accumulators
+    }
+
+    /// Columns per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Visits every packet of one row in SIMT order.
+    #[inline(always)]
+    pub fn visit<V: PacketVisitor>(&self, v: &mut V) {
+        if self.local.is_multiple_of(self.width) {
+            // Steps tile the row without gaps: packets are contiguous and
+            // packet q reduces into accumulator q mod A (A divides the slots per step).
+            match self.accumulators {
+                1 => self.contiguous::<V, 1>(v),
+                2 => self.contiguous::<V, 2>(v),
+                4 => self.contiguous::<V, 4>(v),
+                _ => self.contiguous::<V, 8>(v),
+            }
+        } else {
+            let a = self.accumulators;
+            for s in RowSteps::new(
+                self.cols,
+                self.local,
+                self.width,
+                PacketMode::from_switch(self.full_packet),
+            ) {
+                if s.full {
+                    v.full(s.col, s.slot % a);
+                } else {
+                    v.masked(s.col, s.lanes, s.slot % a);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
+        let w = self.width;
+        let packets = self.cols / w;
+        let mut q = 0;
+        if self.full_packet {
+            while q + 8 <= packets {
+                for j in 0..8 {
+                    v.full((q + j) * w, j % A);
+                }
+                q += 8;
+            }
+            while q < packets {
+                v.full(q * w, q % A);
+                q += 1;
+            }
+        } else {
+            while q < packets {
+                v.masked(q * w, w, q % A);
+                q += 1;
+            }
+        }
+        let tail = self.cols - packets * w;
+        if tail > 0 {
+            v.masked(packets * w, tail, packets % A);
+        }
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    struct Record(Vec<(usize, usize, bool, usize)>);
+    impl PacketVisitor for Record {
+        fn full(&mut self, col: usize, acc: usize) {
+            self.0.push((col, 8, true, acc));
+        }
+        fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
+            self.0.push((col, lanes, false, acc));
+        }
+    }
+
+    #[test]
+    fn contiguous_and_generic_paths_agree_with_the_step_iterator() {
+        for cols in [1, 7, 8, 9, 31, 64, 65, 130] {
+            for local in [1, 3, 8, 12, 16, 24, 32, 64, 136] {
+                for mode in [PacketMode::FullPacket, PacketMode::AllMasked] {
+                    let sched = RowSchedule::new(cols, local, 8, mode);
+                    let mut r = Record(Vec::new());
+                    sched.visit(&mut r);
+                    let a = sched.accumulators();
+                    let want: Vec<_> = RowSteps::new(cols, local, 8, mode)
+                        .map(|s| (s.col, s.lanes, s.full, s.slot % a))
+                        .collect();
+                    let got: Vec<_> = r.0.iter().map(|&(c, l, f, acc)| (c, l, f, acc)).collect();
+                    // Full packets report 8 lanes.
+                    assert_eq!(got, want, "cols {cols} local {local} {mode:?}");
+                }
+            }
+        }
+    }
+}

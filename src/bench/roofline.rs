@@ -1,0 +1,197 @@
+//! `taskgrain bench roofline`: each operator on one worker against the same-run
+//! ceilings of this machine — a plain copy of the same bytes, and an FMA loop.
+
+use super::timing::{median, time_calls};
+use crate::error::Result;
+use crate::ops::{self, Op, OwnedInputs, Shape};
+use crate::packet::{Backend, Packet, WithPacket, dispatch};
+use crate::plan::default_config;
+use crate::simt::PacketMode;
+use serde::Serialize;
+use std::hint::black_box;
+
+/// One operator's row of the roofline.
+#[derive(Clone, Debug, Serialize)]
+pub struct RooflineRow {
+    /// Operator name.
+    pub op: String,
+    /// Shape dimensions.
+    pub shape: Vec<usize>,
+    /// Median call time, µs.
+    pub p50_us: f64,
+    /// Bytes read and written by one call.
+    pub bytes: usize,
+    /// Achieved bandwidth, GB/s.
+    pub gbps: f64,
+    /// `gbps / copy_gbps` (row operators).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction_of_copy: Option<f64>,
+    /// Achieved GFLOP/s (attention).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gflops: Option<f64>,
+    /// `gflops / peak_gflops` (attention).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction_of_peak: Option<f64>,
+}
+
+/// The roofline report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Roofline {
+    /// Packet width used.
+    pub width: usize,
+    /// Backend name.
+    pub backend: String,
+    /// Bandwidth of a plain copy of as many bytes as the row operators move, GB/s.
+    pub copy_gbps: f64,
+    /// FMA throughput of one core at this width, GFLOP/s.
+    pub peak_gflops: f64,
+    /// One row per operator.
+    pub rows: Vec<RooflineRow>,
+}
+
+/// The shape every row operator is measured at.
+pub const ROW_SHAPE: Shape = Shape::Rows {
+    rows: 1024,
+    cols: 4096,
+};
+
+/// The attention shape of the roofline.
+pub const ATTN_SHAPE: &str = "1x4x1x64x128x32x32";
+
+struct FmaLoop {
+    iters: usize,
+}
+
+impl WithPacket for FmaLoop {
+    type Output = f32;
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) -> f32 {
+        let mut acc = [p.splat(1.0); 12];
+        let a = p.splat(black_box(0.999_999));
+        let b = p.splat(black_box(1e-7));
+        for _ in 0..self.iters {
+            for x in acc.iter_mut() {
+                *x = p.fma(*x, a, b);
+            }
+        }
+        let mut s = p.zero();
+        for x in acc {
+            s = p.add(s, x);
+        }
+        p.reduce_add(s)
+    }
+}
+
+/// GFLOP/s of a register-resident FMA loop on the calling thread.
+pub fn peak_gflops(backend: Backend) -> f64 {
+    let iters = 200_000;
+    let times = time_calls(2, 9, || {
+        black_box(dispatch(
+            backend,
+            FmaLoop {
+                iters: black_box(iters),
+            },
+        ));
+    });
+    let flops = (iters * 12 * backend.width() * 2) as f64;
+    flops / median(&times) / 1e3
+}
+
+/// GB/s of a plain copy moving `bytes` in total (half read, half written).
+pub fn copy_gbps(bytes: usize) -> f64 {
+    let n = bytes / 8;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut dst = vec![0.0f32; n];
+    let times = time_calls(2, 15, || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    });
+    (2 * n * 4) as f64 / median(&times) / 1e3
+}
+
+fn measure(op: Op, shape: Shape, backend: Backend) -> Result<(f64, usize)> {
+    let inputs = OwnedInputs::generate(op, shape, 1)?;
+    let config = default_config(op, &shape, backend.width());
+    let launch = ops::prepare(
+        inputs.view(),
+        &shape,
+        backend,
+        config,
+        PacketMode::FullPacket,
+    )?;
+    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let times = time_calls(3, 21, || {
+        launch
+            .run_on_caller(&mut out)
+            .expect("output sized for the launch");
+    });
+    Ok((median(&times), ops::traffic_bytes(op, &shape)))
+}
+
+/// Measures every operator on one worker (the caller) at `backend`'s width.
+pub fn run(backend: Backend) -> Result<Roofline> {
+    let row_bytes = ops::traffic_bytes(Op::RmsNorm, &ROW_SHAPE);
+    let copy = copy_gbps(row_bytes);
+    let peak = peak_gflops(backend);
+    let mut rows = Vec::new();
+    for op in Op::ALL {
+        let shape = if op == Op::Attention {
+            Shape::parse(op, ATTN_SHAPE)?
+        } else {
+            ROW_SHAPE
+        };
+        let (p50, bytes) = measure(op, shape, backend)?;
+        let gbps = bytes as f64 / p50 / 1e3;
+        let (fraction_of_copy, gflops, fraction_of_peak) = match shape {
+            Shape::Attention(a) => {
+                let gf = a.flops() / p50 / 1e3;
+                (None, Some(gf), Some(gf / peak))
+            }
+            Shape::Rows { .. } => (Some(gbps / copy), None, None),
+        };
+        rows.push(RooflineRow {
+            op: op.name().to_string(),
+            shape: shape.dims(),
+            p50_us: p50,
+            bytes,
+            gbps,
+            fraction_of_copy,
+            gflops,
+            fraction_of_peak,
+        });
+    }
+    Ok(Roofline {
+        width: backend.width(),
+        backend: backend.name().to_string(),
+        copy_gbps: copy,
+        peak_gflops: peak,
+        rows,
+    })
+}
+
+/// The roofline as a Markdown table.
+pub fn render_markdown(r: &Roofline) -> String {
+    let mut s = format!(
+        "# roofline ({}, one worker)\n\ncopy: {:.1} GB/s · FMA peak: {:.1} GFLOP/s\n\n\
+         | op / shape | p50 µs | MB | GB/s | of copy | GFLOP/s | of peak |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+        r.backend, r.copy_gbps, r.peak_gflops
+    );
+    let opt =
+        |v: Option<f64>, digits: usize| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
+    for row in &r.rows {
+        let dims: Vec<String> = row.shape.iter().map(|d| d.to_string()).collect();
+        s += &format!(
+            "| {} {} | {:.2} | {:.1} | {:.1} | {} | {} | {} |\n",
+            row.op,
+            dims.join("×"),
+            row.p50_us,
+            row.bytes as f64 / 1e6,
+            row.gbps,
+            opt(row.fraction_of_copy, 2),
+            opt(row.gflops, 1),
+            opt(row.fraction_of_peak, 2),
+        );
+    }
+    s
+}

@@ -1,0 +1,230 @@
+//! The element-wise row operators: swiglu, gelu_residual and rope.
+//!
+//! They have no reduction, so `local` only decides which packets are masked.
+
+use super::rows::RowKernel;
+use crate::packet::{Packet, math};
+use crate::simt::{PacketVisitor, RowSchedule};
+
+/// The per-packet function of a binary element-wise operator.
+///
+/// A trait rather than a closure so that it is `#[inline(always)]` and therefore
+/// compiled with the backend's target features.
+trait BinaryFn {
+    fn apply<P: Packet>(p: P, a: P::V, b: P::V) -> P::V;
+}
+
+/// A binary element-wise kernel `y = F(a, b)` over one row.
+struct Binary<'r, P: Packet, F: BinaryFn> {
+    p: P,
+    a: &'r [f32],
+    b: &'r [f32],
+    y: &'r mut [f32],
+    f: std::marker::PhantomData<F>,
+}
+
+impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, _acc: usize) {
+        let p = self.p;
+        let v = F::apply(p, p.load(&self.a[col..]), p.load(&self.b[col..]));
+        p.store(&mut self.y[col..], v);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
+        let p = self.p;
+        let a = p.load_partial(&self.a[col..], lanes, 0.0);
+        let b = p.load_partial(&self.b[col..], lanes, 0.0);
+        p.store_partial(&mut self.y[col..], lanes, F::apply(p, a, b));
+    }
+}
+
+/// y = g · sigmoid(g) · u, evaluated as written (so g = −inf gives NaN, as IEEE says).
+struct SwiGluFn;
+
+impl BinaryFn for SwiGluFn {
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, g: P::V, u: P::V) -> P::V {
+        p.mul(p.mul(g, math::sigmoid(p, g)), u)
+    }
+}
+
+/// y = gelu(x) + r.
+struct GeluResidualFn;
+
+impl BinaryFn for GeluResidualFn {
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, x: P::V, r: P::V) -> P::V {
+        p.add(gelu_ieee(p, x), r)
+    }
+}
+
+/// swiglu: y = g · sigmoid(g) · u.
+#[derive(Clone, Copy, Debug)]
+pub struct SwiGlu<'a> {
+    /// g[R,C].
+    pub g: &'a [f32],
+    /// u[R,C].
+    pub u: &'a [f32],
+}
+
+impl RowKernel for SwiGlu<'_> {
+    #[inline(always)]
+    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+        let c = sched.cols();
+        sched.visit(&mut Binary {
+            p,
+            a: &self.g[r * c..(r + 1) * c],
+            b: &self.u[r * c..(r + 1) * c],
+            y,
+            f: std::marker::PhantomData::<SwiGluFn>,
+        });
+    }
+}
+
+/// GELU as IEEE arithmetic evaluates 0.5·x·(1 + erf(x/√2)): at x = −inf that is
+/// −inf · 0 = NaN, where [`math::gelu`] returns its limit 0.
+#[inline(always)]
+fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
+    let minus_inf = p.eq(x, p.splat(f32::NEG_INFINITY));
+    p.select(minus_inf, p.splat(f32::NAN), math::gelu(p, x))
+}
+
+/// gelu_residual: y = 0.5 · x · (1 + erf(x/√2)) + r.
+#[derive(Clone, Copy, Debug)]
+pub struct GeluResidual<'a> {
+    /// x[R,C].
+    pub x: &'a [f32],
+    /// r[R,C].
+    pub r: &'a [f32],
+}
+
+impl RowKernel for GeluResidual<'_> {
+    #[inline(always)]
+    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+        let c = sched.cols();
+        sched.visit(&mut Binary {
+            p,
+            a: &self.x[r * c..(r + 1) * c],
+            b: &self.r[r * c..(r + 1) * c],
+            y,
+            f: std::marker::PhantomData::<GeluResidualFn>,
+        });
+    }
+}
+
+/// rope (rotate-half, NeoX): for i < C/2,
+/// y[i] = x[i]·cos[i] − x[i+C/2]·sin[i], y[i+C/2] = x[i+C/2]·cos[i] + x[i]·sin[i].
+///
+/// Work-items stride across the C/2 rotation pairs of a row, so the schedule
+/// covers C/2 columns and each packet writes both halves.
+#[derive(Clone, Copy, Debug)]
+pub struct Rope<'a> {
+    /// x[R,C].
+    pub x: &'a [f32],
+    /// cos[R,C/2].
+    pub cos: &'a [f32],
+    /// sin[R,C/2].
+    pub sin: &'a [f32],
+}
+
+struct Rotate<'r, P: Packet> {
+    p: P,
+    x: &'r [f32],
+    cos: &'r [f32],
+    sin: &'r [f32],
+    y: &'r mut [f32],
+    half: usize,
+}
+
+impl<P: Packet> Rotate<'_, P> {
+    #[inline(always)]
+    fn rotate(&self, x1: P::V, x2: P::V, c: P::V, s: P::V) -> (P::V, P::V) {
+        let p = self.p;
+        (p.fnma(x2, s, p.mul(x1, c)), p.fma(x1, s, p.mul(x2, c)))
+    }
+}
+
+impl<P: Packet> PacketVisitor for Rotate<'_, P> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, _acc: usize) {
+        let p = self.p;
+        let h = self.half;
+        let (y1, y2) = self.rotate(
+            p.load(&self.x[col..]),
+            p.load(&self.x[h + col..]),
+            p.load(&self.cos[col..]),
+            p.load(&self.sin[col..]),
+        );
+        p.store(&mut self.y[col..], y1);
+        p.store(&mut self.y[h + col..], y2);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
+        let p = self.p;
+        let h = self.half;
+        let (y1, y2) = self.rotate(
+            p.load_partial(&self.x[col..], lanes, 0.0),
+            p.load_partial(&self.x[h + col..], lanes, 0.0),
+            p.load_partial(&self.cos[col..], lanes, 0.0),
+            p.load_partial(&self.sin[col..], lanes, 0.0),
+        );
+        p.store_partial(&mut self.y[col..], lanes, y1);
+        p.store_partial(&mut self.y[h + col..], lanes, y2);
+    }
+}
+
+impl RowKernel for Rope<'_> {
+    #[inline(always)]
+    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+        let half = sched.cols();
+        let c = 2 * half;
+        sched.visit(&mut Rotate {
+            p,
+            x: &self.x[r * c..(r + 1) * c],
+            cos: &self.cos[r * half..(r + 1) * half],
+            sin: &self.sin[r * half..(r + 1) * half],
+            y,
+            half,
+        });
+    }
+}
+
+/// f64 reference of swiglu.
+pub fn swiglu_reference(g: &[f32], u: &[f32]) -> Vec<f64> {
+    g.iter()
+        .zip(u)
+        .map(|(&g, &u)| {
+            let g = g as f64;
+            g * (1.0 / (1.0 + (-g).exp())) * u as f64
+        })
+        .collect()
+}
+
+/// f64 reference of gelu_residual (exact erf GELU).
+pub fn gelu_residual_reference(x: &[f32], r: &[f32]) -> Vec<f64> {
+    x.iter()
+        .zip(r)
+        .map(|(&x, &r)| {
+            let x = x as f64;
+            0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)) + r as f64
+        })
+        .collect()
+}
+
+/// f64 reference of rope.
+pub fn rope_reference(x: &[f32], cos: &[f32], sin: &[f32], rows: usize, cols: usize) -> Vec<f64> {
+    let half = cols / 2;
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        for i in 0..half {
+            let x1 = x[r * cols + i] as f64;
+            let x2 = x[r * cols + half + i] as f64;
+            let c = cos[r * half + i] as f64;
+            let s = sin[r * half + i] as f64;
+            out[r * cols + i] = x1 * c - x2 * s;
+            out[r * cols + half + i] = x2 * c + x1 * s;
+        }
+    }
+    out
+}

@@ -1,0 +1,236 @@
+//! The seven operators: their kernels (generic over the packet backend), their
+//! launch preparation and their f64 references.
+//!
+//! A launch is prepared once ([`prepare`]) from borrowed inputs, a backend, a
+//! [`LaunchConfig`] and a [`PacketMode`]; the result knows its [`Tiling`] and runs
+//! any one work-group ([`Prepared::run_group`]). Who runs which group — the caller
+//! or the pool's workers — is decided above this module.
+
+pub mod attention;
+pub mod check;
+pub mod elementwise;
+pub mod inputs;
+pub mod layernorm;
+pub mod rmsnorm;
+pub mod rows;
+pub mod shape;
+pub mod softmax;
+
+pub use check::{CheckReport, Tolerance, compare, output_hash};
+pub use inputs::{OpInputs, OwnedInputs, Rng, input_lens, input_names, output_len, traffic_bytes};
+pub use shape::{AttnShape, Op, Shape};
+
+use crate::error::{Error, Result};
+use crate::packet::Backend;
+use crate::simt::{PacketMode, RowSchedule, Tiling};
+
+/// The launch geometry chosen for one call: `local` work-items and `block` rows per group.
+///
+/// For attention `block` is the number of query rows a group owns and `local` is
+/// fixed by the head dimensions ([`attention::local_for`]); a different `local` is rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct LaunchConfig {
+    /// Work-items per group.
+    pub local: usize,
+    /// Rows (query rows for attention) per group.
+    pub block: usize,
+}
+
+enum Kernel<'a> {
+    RmsNorm(rmsnorm::RmsNorm<'a>),
+    LayerNorm(layernorm::LayerNorm<'a>),
+    MaskedSoftmax(softmax::MaskedSoftmax<'a>),
+    SwiGlu(elementwise::SwiGlu<'a>),
+    GeluResidual(elementwise::GeluResidual<'a>),
+    Rope(elementwise::Rope<'a>),
+    Attention(attention::Attention<'a>),
+}
+
+/// A launch ready to run: the kernel, its inputs, its geometry and its tiling.
+pub struct Prepared<'a> {
+    kernel: Kernel<'a>,
+    backend: Backend,
+    tiling: Tiling,
+    sched: RowSchedule,
+    config: LaunchConfig,
+    mode: PacketMode,
+}
+
+/// The columns a row operator's schedule covers (rope strides over the C/2 pairs).
+fn schedule_cols(op: Op, cols: usize) -> usize {
+    if op == Op::Rope { cols / 2 } else { cols }
+}
+
+/// Prepares one launch of `inputs`' operator.
+///
+/// Errors: `local` or `block` of 0, or (attention) a `local` other than the one its
+/// head dimensions fix.
+pub fn prepare<'a>(
+    inputs: OpInputs<'a>,
+    shape: &Shape,
+    backend: Backend,
+    config: LaunchConfig,
+    mode: PacketMode,
+) -> Result<Prepared<'a>> {
+    let op = inputs.op();
+    shape.validate(op)?;
+    if config.local == 0 {
+        return Err(Error::BadGeometry("local must be at least 1".into()));
+    }
+    if config.block == 0 {
+        return Err(Error::BadGeometry("block must be at least 1".into()));
+    }
+    let w = backend.width();
+    let (tiling, sched) = match *shape {
+        Shape::Rows { rows, cols } => (
+            Tiling::rows(rows, cols, config.block)?,
+            RowSchedule::new(schedule_cols(op, cols), config.local, w, mode),
+        ),
+        Shape::Attention(a) => {
+            let local = attention::local_for(&a, w);
+            if config.local != local {
+                return Err(Error::BadGeometry(format!(
+                    "attention's local is fixed by its head dimensions: {local} at W{w}, got {}",
+                    config.local
+                )));
+            }
+            (
+                Tiling::segmented(a.batch * a.q_heads, a.q_len, a.dv, config.block)?,
+                RowSchedule::new(a.dv, local, w, mode),
+            )
+        }
+    };
+    let kernel = match inputs {
+        OpInputs::RmsNorm { x, w } => Kernel::RmsNorm(rmsnorm::RmsNorm { x, w }),
+        OpInputs::LayerNorm { x, w, b } => Kernel::LayerNorm(layernorm::LayerNorm { x, w, b }),
+        OpInputs::MaskedSoftmax { x, mask } => {
+            Kernel::MaskedSoftmax(softmax::MaskedSoftmax { x, mask })
+        }
+        OpInputs::SwiGlu { g, u } => Kernel::SwiGlu(elementwise::SwiGlu { g, u }),
+        OpInputs::GeluResidual { x, r } => Kernel::GeluResidual(elementwise::GeluResidual { x, r }),
+        OpInputs::Rope { x, cos, sin } => Kernel::Rope(elementwise::Rope { x, cos, sin }),
+        OpInputs::Attention { q, k, v } => {
+            let Shape::Attention(a) = *shape else {
+                unreachable!("validated above: attention has an attention shape")
+            };
+            Kernel::Attention(attention::Attention {
+                q,
+                k,
+                v,
+                shape: a,
+                mode,
+            })
+        }
+    };
+    Ok(Prepared {
+        kernel,
+        backend,
+        tiling,
+        sched,
+        config,
+        mode,
+    })
+}
+
+impl Prepared<'_> {
+    /// How the output is cut into work-groups.
+    pub fn tiling(&self) -> &Tiling {
+        &self.tiling
+    }
+
+    /// The backend that runs the kernel.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The geometry.
+    pub fn config(&self) -> LaunchConfig {
+        self.config
+    }
+
+    /// Full-packet specialization on or off.
+    pub fn mode(&self) -> PacketMode {
+        self.mode
+    }
+
+    /// An identifier of the compiled kernel variant this launch runs, e.g.
+    /// `rmsnorm/avx2-w8/full-packet`. Launches with equal identifiers run the same code.
+    pub fn variant(&self) -> String {
+        let op = match self.kernel {
+            Kernel::RmsNorm(_) => Op::RmsNorm,
+            Kernel::LayerNorm(_) => Op::LayerNorm,
+            Kernel::MaskedSoftmax(_) => Op::MaskedSoftmax,
+            Kernel::SwiGlu(_) => Op::SwiGlu,
+            Kernel::GeluResidual(_) => Op::GeluResidual,
+            Kernel::Rope(_) => Op::Rope,
+            Kernel::Attention(_) => Op::Attention,
+        };
+        let mode = if self.mode.full_packet() {
+            "full-packet"
+        } else {
+            "all-masked"
+        };
+        format!("{op}/{}/{mode}", self.backend.name())
+    }
+
+    /// Runs work-group `group`, writing `out`, which must be exactly that group's
+    /// span of the output (`tiling().span(group)`).
+    #[inline]
+    pub fn run_group(&self, group: usize, out: &mut [f32]) {
+        let t = &self.tiling;
+        let rows = t.global_rows(group);
+        let (b, s, len) = (self.backend, self.sched, t.row_len());
+        match &self.kernel {
+            Kernel::RmsNorm(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::LayerNorm(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::GeluResidual(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::Rope(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::Attention(k) => {
+                let (segment, q_rows) = t.group_rows(group);
+                k.run_group(b, segment, q_rows, out)
+            }
+        }
+    }
+
+    /// Runs the whole launch on the calling thread, group after group.
+    pub fn run_on_caller(&self, out: &mut [f32]) -> Result<()> {
+        if out.len() != self.tiling.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "output has {} elements, expected {}",
+                out.len(),
+                self.tiling.len()
+            )));
+        }
+        crate::simt::run_groups(&self.tiling, 0..self.tiling.groups(), out, &|g, o| {
+            self.run_group(g, o)
+        });
+        Ok(())
+    }
+}
+
+/// The f64 reference result of `inputs`.
+pub fn reference(inputs: OpInputs<'_>, shape: &Shape) -> Vec<f64> {
+    let (rows, cols) = match *shape {
+        Shape::Rows { rows, cols } => (rows, cols),
+        Shape::Attention(_) => (0, 0),
+    };
+    match inputs {
+        OpInputs::RmsNorm { x, w } => rmsnorm::reference(x, w, rows, cols),
+        OpInputs::LayerNorm { x, w, b } => layernorm::reference(x, w, b, rows, cols),
+        OpInputs::MaskedSoftmax { x, mask } => softmax::reference(x, mask, rows, cols),
+        OpInputs::SwiGlu { g, u } => elementwise::swiglu_reference(g, u),
+        OpInputs::GeluResidual { x, r } => elementwise::gelu_residual_reference(x, r),
+        OpInputs::Rope { x, cos, sin } => elementwise::rope_reference(x, cos, sin, rows, cols),
+        OpInputs::Attention { q, k, v } => match *shape {
+            Shape::Attention(a) => attention::reference(q, k, v, &a),
+            Shape::Rows { .. } => unreachable!("attention inputs come with an attention shape"),
+        },
+    }
+}
+
+/// The tolerance each operator is checked with (DESIGN.md's default for all seven).
+pub fn tolerance(_op: Op) -> Tolerance {
+    Tolerance::DEFAULT
+}

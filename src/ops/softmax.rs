@@ -1,0 +1,153 @@
+//! masked_softmax: y = softmax(x + mask) along each row.
+//!
+//! Three passes per row: the maximum of `x + mask`, then `e = exp(x + mask − max)`
+//! written to the output while summing, then the output scaled by `1 / sum`.
+//! A row whose every entry is −inf gives zeros, never NaN; a NaN in a row makes
+//! the whole row NaN (it reaches the sum), as IEEE arithmetic would.
+
+use super::rows::{RowKernel, fold, fold_max};
+use crate::packet::{Packet, math};
+use crate::simt::{PacketVisitor, RowSchedule};
+
+/// The fused masked-softmax kernel over borrowed inputs.
+#[derive(Clone, Copy, Debug)]
+pub struct MaskedSoftmax<'a> {
+    /// x[R,C].
+    pub x: &'a [f32],
+    /// mask[R,C], additive.
+    pub mask: &'a [f32],
+}
+
+struct Max<'r, P: Packet> {
+    p: P,
+    x: &'r [f32],
+    m: &'r [f32],
+    acc: [P::V; 8],
+}
+
+impl<P: Packet> PacketVisitor for Max<'_, P> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, acc: usize) {
+        let p = self.p;
+        let v = p.add(p.load(&self.x[col..]), p.load(&self.m[col..]));
+        self.acc[acc] = p.max(self.acc[acc], v);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
+        let p = self.p;
+        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
+        let m = p.load_partial(&self.m[col..], lanes, 0.0);
+        self.acc[acc] = p.max(self.acc[acc], p.add(x, m));
+    }
+}
+
+struct ExpSum<'r, P: Packet> {
+    p: P,
+    x: &'r [f32],
+    m: &'r [f32],
+    y: &'r mut [f32],
+    max: P::V,
+    acc: [P::V; 8],
+}
+
+impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, acc: usize) {
+        let p = self.p;
+        let v = p.add(p.load(&self.x[col..]), p.load(&self.m[col..]));
+        let e = math::exp(p, p.sub(v, self.max));
+        p.store(&mut self.y[col..], e);
+        self.acc[acc] = p.add(self.acc[acc], e);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
+        let p = self.p;
+        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
+        let m = p.load_partial(&self.m[col..], lanes, 0.0);
+        let e = math::exp(p, p.sub(p.add(x, m), self.max));
+        p.store_partial(&mut self.y[col..], lanes, e);
+        self.acc[acc] = p.add(self.acc[acc], e);
+    }
+}
+
+/// Multiplies a row in place by a scalar: the last pass of softmax.
+pub(crate) struct ScaleInPlace<'r, P: Packet> {
+    pub p: P,
+    pub y: &'r mut [f32],
+    pub s: P::V,
+}
+
+impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, _acc: usize) {
+        let p = self.p;
+        let v = p.mul(p.load(&self.y[col..]), self.s);
+        p.store(&mut self.y[col..], v);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
+        let p = self.p;
+        let v = p.mul(p.load_partial(&self.y[col..], lanes, 0.0), self.s);
+        p.store_partial(&mut self.y[col..], lanes, v);
+    }
+}
+
+impl RowKernel for MaskedSoftmax<'_> {
+    #[inline(always)]
+    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+        let c = sched.cols();
+        let x = &self.x[r * c..(r + 1) * c];
+        let m = &self.mask[r * c..(r + 1) * c];
+        let a = sched.accumulators();
+        let mut max = Max {
+            p,
+            x,
+            m,
+            acc: [p.splat(f32::NEG_INFINITY); 8],
+        };
+        sched.visit(&mut max);
+        let row_max = p.reduce_max(fold_max(p, &mut max.acc, a));
+        if row_max == f32::NEG_INFINITY {
+            y.fill(0.0);
+            return;
+        }
+        let mut es = ExpSum {
+            p,
+            x,
+            m,
+            y,
+            max: p.splat(row_max),
+            acc: [p.zero(); 8],
+        };
+        sched.visit(&mut es);
+        let sum = p.reduce_add(fold(p, &mut es.acc, a));
+        sched.visit(&mut ScaleInPlace {
+            p,
+            y: es.y,
+            s: p.splat(1.0 / sum),
+        });
+    }
+}
+
+/// The f64 reference.
+pub fn reference(x: &[f32], mask: &[f32], rows: usize, cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        let v: Vec<f64> = (r * cols..(r + 1) * cols)
+            .map(|i| x[i] as f64 + mask[i] as f64)
+            .collect();
+        if v.iter().any(|v| v.is_nan()) {
+            out.extend(std::iter::repeat_n(f64::NAN, cols));
+            continue;
+        }
+        let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        if max == f64::NEG_INFINITY {
+            out.extend(std::iter::repeat_n(0.0, cols));
+            continue;
+        }
+        let e: Vec<f64> = v.iter().map(|&v| (v - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        out.extend(e.iter().map(|&e| e / sum));
+    }
+    out
+}

@@ -1,0 +1,28 @@
+//! The planner: which launch geometry to run for an operator and shape.
+//!
+//! For now one heuristic, [`default_config`]; the candidate strategies and the
+//! calibrated `auto` policy build on it.
+
+use crate::ops::{LaunchConfig, Op, Shape, attention};
+
+/// Elements a work-group should own so that per-group overhead stays small.
+const TARGET_GROUP_ELEMS: usize = 16 * 1024;
+
+/// A good single-worker geometry: `local` covering the whole row (so every row
+/// reduction uses 8 packet accumulators and the packets are contiguous), and
+/// `block` rows making a group of about 16 K elements.
+pub fn default_config(op: Op, shape: &Shape, width: usize) -> LaunchConfig {
+    match *shape {
+        Shape::Rows { rows, cols } => {
+            let sched_cols = if op == Op::Rope { cols / 2 } else { cols };
+            LaunchConfig {
+                local: sched_cols.div_ceil(width).max(1) * width,
+                block: (TARGET_GROUP_ELEMS / cols.max(1)).clamp(1, rows),
+            }
+        }
+        Shape::Attention(a) => LaunchConfig {
+            local: attention::local_for(&a, width),
+            block: a.q_len.min(16),
+        },
+    }
+}

@@ -1,0 +1,309 @@
+//! Every operator against its f64 reference: the seed's shapes and awkward ones,
+//! for every backend this CPU has (and the scalar fallback), full-packet on and off.
+
+use taskgrain::bench::suites::seed_cases;
+use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
+use taskgrain::packet::{Backend, test_backends};
+use taskgrain::plan::default_config;
+use taskgrain::simt::PacketMode;
+
+const MODES: [PacketMode; 2] = [PacketMode::FullPacket, PacketMode::AllMasked];
+
+fn run(inputs: &OwnedInputs, backend: Backend, config: LaunchConfig, mode: PacketMode) -> Vec<f32> {
+    let shape = inputs.shape();
+    let launch = ops::prepare(inputs.view(), &shape, backend, config, mode).unwrap();
+    let mut out = vec![f32::NAN; ops::output_len(&shape)];
+    launch.run_on_caller(&mut out).unwrap();
+    out
+}
+
+fn check(
+    inputs: &OwnedInputs,
+    backend: Backend,
+    config: LaunchConfig,
+    mode: PacketMode,
+) -> Vec<f32> {
+    let out = run(inputs, backend, config, mode);
+    let shape = inputs.shape();
+    let reference = ops::reference(inputs.view(), &shape);
+    let r = ops::compare(&out, &reference, ops::tolerance(inputs.op()));
+    assert!(
+        r.ok,
+        "{} {} {} {:?} {:?}: {} failures, first at {:?}: got {} want {}, max err {:e}",
+        inputs.op(),
+        shape,
+        backend.name(),
+        config,
+        mode,
+        r.failures,
+        r.first_failure,
+        out[r.first_failure.unwrap()],
+        reference[r.first_failure.unwrap()],
+        r.max_abs_err
+    );
+    out
+}
+
+/// Geometries worth covering for a row operator: whole row, powers of W, and
+/// locals that are not multiples of W (masked packets mid-row), with several blocks.
+fn row_configs(op: Op, cols: usize, w: usize) -> Vec<LaunchConfig> {
+    let sched = if op == Op::Rope { cols / 2 } else { cols };
+    let mut v = vec![
+        LaunchConfig {
+            local: sched.div_ceil(w) * w,
+            block: 1,
+        },
+        LaunchConfig {
+            local: w,
+            block: 32,
+        },
+        LaunchConfig {
+            local: 4 * w,
+            block: 3,
+        },
+        LaunchConfig {
+            local: 8,
+            block: 32,
+        },
+        LaunchConfig {
+            local: w + 3,
+            block: 5,
+        },
+        LaunchConfig { local: 1, block: 2 },
+    ];
+    if sched > 3 * w {
+        v.push(LaunchConfig {
+            local: 3 * w,
+            block: 7,
+        });
+    }
+    v
+}
+
+#[test]
+fn seed_shapes_pass_for_every_backend_and_mode() {
+    for (op, shape) in seed_cases() {
+        let inputs = OwnedInputs::generate(op, shape, 7).unwrap();
+        for b in test_backends() {
+            if b.is_scalar() && ops::output_len(&shape) > 300_000 {
+                continue; // the scalar fallback is covered on the smaller shapes
+            }
+            for mode in MODES {
+                check(&inputs, b, default_config(op, &shape, b.width()), mode);
+            }
+        }
+    }
+}
+
+#[test]
+fn awkward_row_shapes_pass_under_many_geometries() {
+    for b in test_backends() {
+        let w = b.width();
+        let mut sizes = vec![
+            (1, 1),
+            (1, w - 1),
+            (1, w + 1),
+            (3, w),
+            (2, 2 * w + 1),
+            (5, 13),
+            (7, 31),
+            (257, 1538),
+            (11, 97),
+        ];
+        sizes.push((2, 64 * w + 3));
+        for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
+            for &(r, c) in &sizes {
+                let c = if op == Op::Rope { c + c % 2 } else { c };
+                let shape = Shape::rows(r, c);
+                let inputs = OwnedInputs::generate(op, shape, 3).unwrap();
+                for config in row_configs(op, c, w) {
+                    for mode in MODES {
+                        check(&inputs, b, config, mode);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn awkward_attention_shapes_pass() {
+    for b in test_backends() {
+        for s in [
+            "1x1x1x1x1x1x1",
+            "2x4x2x5x7x3x5",
+            "1x2x1x9x33x17x15",
+            "1x8x2x3x64x64x64",
+            "1x4x4x17x19x16x16",
+        ] {
+            let shape = Shape::parse(Op::Attention, s).unwrap();
+            let inputs = OwnedInputs::generate(Op::Attention, shape, 5).unwrap();
+            let Shape::Attention(a) = shape else {
+                unreachable!()
+            };
+            for block in [1, 2, 16] {
+                let config = LaunchConfig {
+                    local: ops::attention::local_for(&a, b.width()),
+                    block,
+                };
+                for mode in MODES {
+                    check(&inputs, b, config, mode);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn output_does_not_depend_on_block_or_packet_mode() {
+    let b = Backend::best(16);
+    let w = b.width();
+    for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
+        let shape = Shape::rows(37, 130);
+        let inputs = OwnedInputs::generate(op, shape, 11).unwrap();
+        let sched: usize = if op == Op::Rope { 65 } else { 130 };
+        for local in [w, 2 * w, sched.div_ceil(w) * w, 12] {
+            let first = run(
+                &inputs,
+                b,
+                LaunchConfig { local, block: 1 },
+                PacketMode::FullPacket,
+            );
+            for block in [2, 5, 37, 64] {
+                for mode in MODES {
+                    let out = run(&inputs, b, LaunchConfig { local, block }, mode);
+                    assert_eq!(
+                        ops::output_hash(&out),
+                        ops::output_hash(&first),
+                        "{op} local {local} block {block} {mode:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn layernorm_is_stable_with_a_large_common_offset() {
+    let shape = Shape::rows(4, 1000);
+    let mut inputs = OwnedInputs::generate(Op::LayerNorm, shape, 1).unwrap();
+    for x in inputs.tensors_mut()[0].iter_mut() {
+        *x += 10_000.0;
+    }
+    for b in test_backends() {
+        check(
+            &inputs,
+            b,
+            default_config(Op::LayerNorm, &shape, b.width()),
+            PacketMode::FullPacket,
+        );
+    }
+}
+
+#[test]
+fn fully_masked_softmax_rows_give_zeros_and_nan_propagates() {
+    let shape = Shape::rows(3, 37);
+    let mut inputs = OwnedInputs::generate(Op::MaskedSoftmax, shape, 1).unwrap();
+    inputs.tensors_mut()[1][..37].fill(f32::NEG_INFINITY);
+    inputs.tensors_mut()[0][37 + 5] = f32::NAN;
+    for b in test_backends() {
+        for mode in MODES {
+            let out = check(
+                &inputs,
+                b,
+                LaunchConfig {
+                    local: b.width(),
+                    block: 2,
+                },
+                mode,
+            );
+            assert!(out[..37].iter().all(|&v| v == 0.0));
+            assert!(out[37..74].iter().all(|v| v.is_nan()));
+            let sum: f32 = out[74..].iter().sum();
+            assert!((sum - 1.0).abs() < 1e-5);
+        }
+    }
+}
+
+#[test]
+fn infinities_and_nans_propagate_in_elementwise_ops() {
+    let shape = Shape::rows(1, 4);
+    for op in [Op::SwiGlu, Op::GeluResidual] {
+        let inputs = OwnedInputs::from_tensors(
+            op,
+            shape,
+            vec![
+                vec![f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0],
+                vec![1.0; 4],
+            ],
+        )
+        .unwrap();
+        for b in test_backends() {
+            check(
+                &inputs,
+                b,
+                LaunchConfig { local: 4, block: 1 },
+                PacketMode::FullPacket,
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    use taskgrain::Error;
+    let shape = Shape::rows(2, 4);
+    let x = vec![0.0f32; 8];
+    let w = vec![0.0f32; 3];
+    assert!(matches!(
+        ops::OpInputs::new(Op::RmsNorm, &shape, &[&x, &w]),
+        Err(Error::ShapeMismatch(_))
+    ));
+    assert!(matches!(
+        ops::OpInputs::new(Op::RmsNorm, &shape, &[&x]),
+        Err(Error::ShapeMismatch(_))
+    ));
+    let inputs = OwnedInputs::generate(Op::RmsNorm, shape, 1).unwrap();
+    let b = Backend::best(8);
+    for config in [
+        LaunchConfig { local: 0, block: 1 },
+        LaunchConfig { local: 4, block: 0 },
+    ] {
+        assert!(matches!(
+            ops::prepare(inputs.view(), &shape, b, config, PacketMode::FullPacket),
+            Err(Error::BadGeometry(_))
+        ));
+    }
+    let launch = ops::prepare(
+        inputs.view(),
+        &shape,
+        b,
+        LaunchConfig { local: 4, block: 1 },
+        PacketMode::FullPacket,
+    )
+    .unwrap();
+    assert!(matches!(
+        launch.run_on_caller(&mut [0.0; 7]),
+        Err(Error::ShapeMismatch(_))
+    ));
+    assert!(matches!(
+        Backend::native(5),
+        Err(Error::WidthUnsupported(5))
+    ));
+    assert!(matches!(
+        Backend::native(32),
+        Err(Error::WidthUnsupported(32))
+    ));
+    let att = Shape::parse(Op::Attention, "1x2x1x4x4x8x8").unwrap();
+    let ai = OwnedInputs::generate(Op::Attention, att, 1).unwrap();
+    assert!(matches!(
+        ops::prepare(
+            ai.view(),
+            &att,
+            b,
+            LaunchConfig { local: 3, block: 1 },
+            PacketMode::FullPacket
+        ),
+        Err(Error::BadGeometry(_))
+    ));
+}
