@@ -34,6 +34,19 @@ pub struct RooflineRow {
     pub fraction_of_peak: Option<f64>,
 }
 
+/// Per-element cost of an awkward row width against its aligned neighbour.
+#[derive(Clone, Debug, Serialize)]
+pub struct TailRow {
+    /// Operator name.
+    pub op: String,
+    /// p50 at 256×1536, µs.
+    pub aligned_us: f64,
+    /// p50 at 257×1538, µs.
+    pub awkward_us: f64,
+    /// Per-element time at 257×1538 over that at 256×1536 (median of paired rounds).
+    pub per_element_ratio: f64,
+}
+
 /// The roofline report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Roofline {
@@ -47,6 +60,8 @@ pub struct Roofline {
     pub peak_gflops: f64,
     /// One row per operator.
     pub rows: Vec<RooflineRow>,
+    /// The tail-cliff check: 257×1538 against 256×1536 per element, per row operator.
+    pub tail: Vec<TailRow>,
 }
 
 /// The shape every row operator is measured at.
@@ -128,6 +143,50 @@ fn measure(op: Op, shape: Shape, backend: Backend) -> Result<(f64, usize)> {
     Ok((median(&times), ops::traffic_bytes(op, &shape)))
 }
 
+/// Median p50s of two shapes of `op` and the median paired per-element ratio,
+/// measured in interleaved rounds on the caller.
+fn tail_check(op: Op, backend: Backend) -> Result<TailRow> {
+    let shapes = [Shape::rows(256, 1536), Shape::rows(257, 1538)];
+    let inputs = shapes
+        .iter()
+        .map(|&s| OwnedInputs::generate(op, s, 1))
+        .collect::<Result<Vec<_>>>()?;
+    let launches = inputs
+        .iter()
+        .zip(&shapes)
+        .map(|(i, s)| {
+            let config = default_config(op, s, backend.width());
+            ops::prepare(i.view(), s, backend, config, PacketMode::FullPacket)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut outs: Vec<Vec<f32>> = shapes
+        .iter()
+        .map(|s| vec![0.0; ops::output_len(s)])
+        .collect();
+    let elems: Vec<f64> = shapes.iter().map(|s| ops::output_len(s) as f64).collect();
+    let (mut p50s, mut ratios) = ([Vec::new(), Vec::new()], Vec::new());
+    for _ in 0..7 {
+        let mut round = [0.0; 2];
+        for (k, launch) in launches.iter().enumerate() {
+            let out = &mut outs[k];
+            let t = time_calls(2, 15, || {
+                launch
+                    .run_on_caller(out)
+                    .expect("output sized for the launch");
+            });
+            round[k] = median(&t);
+            p50s[k].push(round[k]);
+        }
+        ratios.push((round[1] / elems[1]) / (round[0] / elems[0]));
+    }
+    Ok(TailRow {
+        op: op.name().to_string(),
+        aligned_us: median(&p50s[0]),
+        awkward_us: median(&p50s[1]),
+        per_element_ratio: median(&ratios),
+    })
+}
+
 /// Measures every operator on one worker (the caller) at `backend`'s width.
 pub fn run(backend: Backend) -> Result<Roofline> {
     let row_bytes = ops::traffic_bytes(Op::RmsNorm, &ROW_SHAPE);
@@ -160,7 +219,13 @@ pub fn run(backend: Backend) -> Result<Roofline> {
             fraction_of_peak,
         });
     }
+    let tail = Op::ALL
+        .into_iter()
+        .filter(|op| op.is_row_op())
+        .map(|op| tail_check(op, backend))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Roofline {
+        tail,
         width: backend.width(),
         backend: backend.name().to_string(),
         copy_gbps: copy,
@@ -191,6 +256,14 @@ pub fn render_markdown(r: &Roofline) -> String {
             opt(row.fraction_of_copy, 2),
             opt(row.gflops, 1),
             opt(row.fraction_of_peak, 2),
+        );
+    }
+    s += "\n## tail cliff: 257×1538 against 256×1536, per element\n\n\
+          | op | 256×1536 µs | 257×1538 µs | per-element ratio |\n|---|---:|---:|---:|\n";
+    for t in &r.tail {
+        s += &format!(
+            "| {} | {:.2} | {:.2} | {:.3} |\n",
+            t.op, t.aligned_us, t.awkward_us, t.per_element_ratio
         );
     }
     s
