@@ -34,7 +34,9 @@ pub enum Error {
     #[error("invalid geometry: {0}")]
     BadGeometry(String),
     /// An operator name that does not exist.
-    #[error("unknown operator {0:?} (known: rmsnorm, layernorm, masked_softmax, swiglu, gelu_residual, rope, attention)")]
+    #[error(
+        "unknown operator {0:?} (known: rmsnorm, layernorm, masked_softmax, swiglu, gelu_residual, rope, attention)"
+    )]
     UnknownOp(String),
     /// Any other argument that is out of its range.
     #[error("invalid argument: {0}")]

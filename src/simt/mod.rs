@@ -103,7 +103,9 @@ impl Tiling {
             return Err(Error::BadGeometry("block must be at least 1".into()));
         }
         if segments == 0 || seg_rows == 0 || row_len == 0 {
-            return Err(Error::BadGeometry("a launch needs at least one group".into()));
+            return Err(Error::BadGeometry(
+                "a launch needs at least one group".into(),
+            ));
         }
         segments
             .checked_mul(seg_rows)
@@ -255,10 +257,7 @@ impl Iterator for RowSteps {
             if col >= self.cols {
                 continue;
             }
-            let lanes = self
-                .width
-                .min(self.local - item)
-                .min(self.cols - col);
+            let lanes = self.width.min(self.local - item).min(self.cols - col);
             return Some(PacketSlot {
                 col,
                 lanes,
