@@ -163,6 +163,7 @@ impl Pool {
         let tuning = Tuning {
             #[cfg(not(loom))]
             spin: cfg.spin,
+            #[cfg(not(loom))]
             oversubscribed,
             wake_limit: cores.saturating_sub(1).max(1),
         };

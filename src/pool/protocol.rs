@@ -3,8 +3,10 @@
 //! the docs of the [`pool`](super) module; this file is that description in code.
 
 use super::stats::LaunchStats;
+#[cfg(not(loom))]
+use super::sync::thread;
 use super::sync::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering, WaitWord, fence, lock, thread,
+    AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering, WaitWord, fence, lock,
     thread_local,
 };
 use std::any::Any;
@@ -30,14 +32,21 @@ pub(crate) struct Tuning {
     #[cfg(not(loom))]
     pub(crate) spin: Duration,
     /// More workers than cores: never spin, yield a little, then park.
+    #[cfg(not(loom))]
     pub(crate) oversubscribed: bool,
     /// Most helpers the caller wakes itself (cores − 1): more could not run at once.
     pub(crate) wake_limit: usize,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// Set on helper threads for their whole life, and on a caller thread while
     /// it runs a launch: a launch issued from inside a task runs inline.
+    static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
+
+#[cfg(loom)]
+thread_local! {
     static IN_POOL: Cell<bool> = Cell::new(false);
 }
 
