@@ -143,7 +143,8 @@ pub struct Pool {
 
 impl Pool {
     /// Start a pool: grants `min(cfg.workers, available cores)` workers (all of
-    /// them if `cfg.oversubscribe`) and spawns `granted − 1` helper threads.
+    /// them if `cfg.oversubscribe`) and spawns `granted − 1` helper threads;
+    /// returns once they have all started.
     ///
     /// Errors: [`Error::BadArgument`] if `cfg.workers` is 0, [`Error::Pool`] if a
     /// thread cannot be spawned.
@@ -197,6 +198,7 @@ impl Pool {
                 Err(e) => return Err(Error::Pool(format!("cannot spawn helper {}: {e}", i + 1))),
             }
         }
+        pool.shared.wait_started(pool.helpers.len());
         Ok(pool)
     }
 

@@ -136,6 +136,8 @@ pub(crate) struct Shared {
     caller_waiting: AtomicBool,
     /// Set once by `Pool::drop`, before its final `epoch` bump.
     shutdown: AtomicBool,
+    /// Helper threads that have started (`Pool::new` waits for all of them).
+    started: AtomicUsize,
     /// The message of the first kernel panic of the current launch.
     panic_msg: Mutex<Option<String>>,
     /// Serializes launches from several caller threads.
@@ -152,6 +154,7 @@ impl Shared {
             active: Padded(WaitWord::new(0)),
             caller_waiting: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            started: AtomicUsize::new(0),
             panic_msg: Mutex::new(None),
             launch: Mutex::new(()),
             tuning,
@@ -277,6 +280,7 @@ impl Shared {
     /// The life of a helper thread: wait for a launch, visit it, repeat.
     pub(crate) fn helper_main(&self, mut seen: u32) {
         IN_POOL.with(|c| c.set(true));
+        self.started.fetch_add(1, Ordering::Release);
         loop {
             seen = self.wait_for_launch(seen);
             if self.shutdown.load(Ordering::Relaxed) {
@@ -358,6 +362,17 @@ impl Shared {
                 self.active.0.wake(1);
             }
         }
+    }
+
+    /// Wait until `helpers` helper threads have started, so that a new pool's
+    /// first launches do not race its threads' start-up.
+    pub(crate) fn wait_started(&self, helpers: usize) {
+        #[cfg(not(loom))]
+        while self.started.load(Ordering::Acquire) < helpers {
+            thread::yield_now();
+        }
+        #[cfg(loom)]
+        let _ = helpers; // loom explores start-up orders instead
     }
 
     /// Announce shutdown and wake every helper (called by `Pool::drop`).
