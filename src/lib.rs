@@ -6,6 +6,7 @@
 //! - [`ops`]: the seven operators, each with an f64 reference.
 //! - [`pool`]: the worker pool that runs a launch in tasks of a chosen grain.
 
+pub mod bench;
 pub mod error;
 pub mod packet;
 pub mod pool;

@@ -1,0 +1,3 @@
+//! Benchmarks. (Reconciled with the rest of `bench` on merge.)
+
+pub mod dispatch;
