@@ -169,7 +169,7 @@ impl Pool {
             wake_limit: cores.saturating_sub(1).max(1),
         };
         let mut pool = Pool {
-            shared: Arc::new(Shared::new(tuning)),
+            shared: Arc::new(Shared::new(tuning, granted)),
             helpers: Vec::with_capacity(granted - 1),
             requested: cfg.workers,
             granted,
@@ -190,7 +190,7 @@ impl Pool {
                     if let Some(cpu) = cpu {
                         affinity::pin_current_thread(cpu);
                     }
-                    shared.helper_main(0);
+                    shared.helper_main(i + 1);
                 });
             match spawned {
                 Ok(h) => pool.helpers.push(h),
@@ -232,9 +232,16 @@ impl Pool {
     ///
     /// The primitive under [`Pool::launch`]. A panic in `f` is returned as
     /// [`Error::KernelPanicked`] (remaining unclaimed tasks are skipped).
+    /// More than `u32::MAX` tasks is an [`Error::BadArgument`].
     pub fn run_tasks(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Result<LaunchStats> {
         if tasks == 0 {
             return Ok(LaunchStats::default());
+        }
+        if tasks > protocol::MAX_TASKS {
+            return Err(Error::BadArgument(format!(
+                "a launch can have at most {} tasks, not {tasks}: use a coarser grain",
+                protocol::MAX_TASKS
+            )));
         }
         if tasks == 1 || self.helpers.is_empty() || protocol::in_pool() {
             return run_inline(tasks, f);

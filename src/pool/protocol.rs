@@ -6,13 +6,12 @@ use super::stats::LaunchStats;
 #[cfg(not(loom))]
 use super::sync::thread;
 use super::sync::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering, WaitWord, fence, lock,
-    thread_local,
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, WaitWord, fence,
+    lock, thread_local,
 };
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::ptr;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
 
@@ -71,48 +70,44 @@ impl Drop for InPoolGuard {
     }
 }
 
-/// One published launch. It lives on the caller's stack; helpers reach it
-/// through [`Shared::job`] only while they are counted in [`Shared::active`].
-pub(crate) struct Job<'a> {
-    /// Next task index to claim; claims past `tasks` mean "nothing left".
-    next: Padded<AtomicUsize>,
-    tasks: usize,
+/// A worker's range of unclaimed tasks, `hi << 32 | lo`: tasks `lo..hi`.
+#[inline]
+fn range(lo: u32, hi: u32) -> u64 {
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+#[inline]
+fn bounds(r: u64) -> (u32, u32) {
+    (r as u32, (r >> 32) as u32)
+}
+
+/// Most tasks one launch can have (ranges count them in 32 bits).
+pub(crate) const MAX_TASKS: usize = u32::MAX as usize;
+
+/// What a helper needs to run a task of the current launch. Lives on the
+/// caller's stack; helpers reach it only after claiming a task of its launch,
+/// and the caller does not return before every claimed task is accounted for.
+struct Frame<'a> {
     f: &'a (dyn Fn(usize) + Sync + 'a),
-    helper_tasks: AtomicUsize,
-    helpers: AtomicUsize,
-    panicked: AtomicBool,
-    /// Under loom: written when the job dies, read by every helper after its
-    /// last access, so loom reports a helper that could touch a dead job.
+    /// Under loom: written when the frame dies, read by a helper after its last
+    /// access, so loom reports a helper that could touch a dead frame.
     #[cfg(loom)]
     live: loom::cell::UnsafeCell<bool>,
 }
 
-impl<'a> Job<'a> {
-    fn new(tasks: usize, f: &'a (dyn Fn(usize) + Sync + 'a)) -> Self {
-        Job {
-            next: Padded(AtomicUsize::new(0)),
-            tasks,
-            f,
-            helper_tasks: AtomicUsize::new(0),
-            helpers: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
-            #[cfg(loom)]
-            live: loom::cell::UnsafeCell::new(true),
-        }
-    }
-
+impl Frame<'_> {
     #[inline]
     fn check_live(&self) {
         #[cfg(loom)]
-        // SAFETY: loom checks this read against the write in `drop`; a read of
-        // a `bool` through its own cell's pointer is otherwise always valid.
+        // SAFETY: loom checks this read against the write in `drop`; reading a
+        // `bool` through its own cell's pointer is otherwise always valid.
         self.live
-            .with(|p| assert!(unsafe { *p }, "helper touched a finished job"));
+            .with(|p| assert!(unsafe { *p }, "helper touched a finished launch"));
     }
 }
 
 #[cfg(loom)]
-impl Drop for Job<'_> {
+impl Drop for Frame<'_> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no other reference to the cell exists here
         // (loom verifies that no helper read is concurrent with this write).
@@ -120,22 +115,40 @@ impl Drop for Job<'_> {
     }
 }
 
+/// Written by the caller once per launch, polled by idle helpers: one line.
+#[repr(align(128))]
+struct Announce {
+    /// Launch counter; idle helpers spin on it, then sleep on it (futex).
+    epoch: WaitWord,
+    /// The current launch's [`Frame`] (type-erased).
+    frame: AtomicPtr<()>,
+    /// Set once by `Pool::drop`, before its final epoch bump.
+    shutdown: AtomicBool,
+}
+
+/// Written by helpers when they finish, read by the waiting caller: one line.
+#[repr(align(128))]
+struct Completion {
+    /// Tasks helpers ran (or cancelled) in the current launch; the caller
+    /// sleeps on it until it reaches the number of tasks it did not run.
+    helper_done: WaitWord,
+    /// Helpers that ran at least one task in the current launch.
+    helpers: AtomicUsize,
+    /// A task of the current launch panicked.
+    panicked: AtomicBool,
+    /// The caller is (about to be) asleep on `helper_done`.
+    caller_waiting: AtomicBool,
+}
+
 /// The state a pool's caller side and helper threads share.
 pub(crate) struct Shared {
-    /// Bumped by the caller to publish a job (and by `Pool::drop` to announce
-    /// shutdown). Idle helpers spin on it, then sleep on it.
-    epoch: Padded<WaitWord>,
-    /// The published job, or null. Written only by the caller holding `launch`.
-    job: Padded<AtomicPtr<Job<'static>>>,
-    /// Helpers that are asleep on `epoch` (or about to check it and sleep).
+    announce: Announce,
+    completion: Completion,
+    /// One range of unclaimed tasks per worker (0 = the caller, `i` = helper
+    /// `i`). Owners pop from the front; thieves take the back half.
+    slots: Box<[Padded<AtomicU64>]>,
+    /// Helpers asleep on `announce.epoch` (or about to check it and sleep).
     sleepers: Padded<AtomicU32>,
-    /// Helpers currently visiting (between reading `job` and being done with it).
-    /// The caller sleeps on it until it drops to 0.
-    active: Padded<WaitWord>,
-    /// The caller is (about to be) asleep on `active`.
-    caller_waiting: AtomicBool,
-    /// Set once by `Pool::drop`, before its final `epoch` bump.
-    shutdown: AtomicBool,
     /// Helper threads that have started (`Pool::new` waits for all of them).
     started: AtomicUsize,
     /// The message of the first kernel panic of the current launch.
@@ -146,14 +159,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(tuning: Tuning) -> Self {
+    /// Shared state for `workers` workers (the caller included).
+    pub(crate) fn new(tuning: Tuning, workers: usize) -> Self {
         Shared {
-            epoch: Padded(WaitWord::new(0)),
-            job: Padded(AtomicPtr::new(ptr::null_mut())),
+            announce: Announce {
+                epoch: WaitWord::new(0),
+                frame: AtomicPtr::new(std::ptr::null_mut()),
+                shutdown: AtomicBool::new(false),
+            },
+            completion: Completion {
+                helper_done: WaitWord::new(0),
+                helpers: AtomicUsize::new(0),
+                panicked: AtomicBool::new(false),
+                caller_waiting: AtomicBool::new(false),
+            },
+            slots: (0..workers.max(1))
+                .map(|_| Padded(AtomicU64::new(range(0, 0))))
+                .collect(),
             sleepers: Padded(AtomicU32::new(0)),
-            active: Padded(WaitWord::new(0)),
-            caller_waiting: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
             started: AtomicUsize::new(0),
             panic_msg: Mutex::new(None),
             launch: Mutex::new(()),
@@ -164,28 +187,55 @@ impl Shared {
     // ----- caller side -------------------------------------------------------
 
     /// Run tasks `0..tasks` with the helpers' help; returns who ran them and
-    /// whether a task panicked. Must be called with `launch` held and `tasks ≥ 1`.
+    /// whether a task panicked. Must be called with `launch` held and
+    /// `1 ≤ tasks ≤ MAX_TASKS`.
     ///
-    /// Returns only after every task has finished and no helper can touch the
-    /// job any more.
+    /// Returns only after every task has finished; from then on no helper can
+    /// reach `f` (a helper reaches it only through a claim of this launch).
     pub(crate) fn run_pooled(
         &self,
         tasks: usize,
         f: &(dyn Fn(usize) + Sync),
     ) -> (LaunchStats, bool) {
-        let job = Job::new(tasks, f);
-        let publication = Publication::publish(self, &job);
-        let mine = self.claim(&job, false);
-        drop(publication); // unpublish and wait for visiting helpers
-        let helper_tasks = job.helper_tasks.load(Ordering::Relaxed);
+        debug_assert!((1..=MAX_TASKS).contains(&tasks));
+        let n = tasks as u32;
+        let frame = Frame {
+            f,
+            #[cfg(loom)]
+            live: loom::cell::UnsafeCell::new(true),
+        };
+        let a = &self.announce;
+        let c = &self.completion;
+        // Publish. Every slot is empty (the previous launch claimed them all)
+        // and no helper holds a claim. Nothing between here and the end of
+        // `wait_for_helpers` can unwind: every call of `f` is under `catch_unwind`.
+        a.frame
+            .store(&frame as *const Frame<'_> as *mut (), Ordering::Relaxed);
+        c.helper_done.word().store(0, Ordering::Relaxed);
+        c.helpers.store(0, Ordering::Relaxed);
+        c.panicked.store(false, Ordering::Relaxed);
+        // Release: a claim that reads this range (directly or through steals)
+        // sees the frame and the reset counters above.
+        self.slots[0].0.store(range(0, n), Ordering::Release);
+        let epoch = a.epoch.word().load(Ordering::Relaxed).wrapping_add(1);
+        a.epoch.word().store(epoch, Ordering::Release);
+        // Dekker pair with `wait_for_launch`.
+        fence(Ordering::SeqCst);
+        self.wake_helpers((tasks - 1).min(self.tuning.wake_limit));
+
+        let mine = self.work(&frame);
+
+        // Every task is claimed; the helpers ran (or cancelled) the rest.
+        let helper_tasks = n - mine;
+        self.wait_for_helpers(helper_tasks);
         let stats = LaunchStats {
             tasks,
-            caller_tasks: mine,
-            helper_tasks,
-            helpers: job.helpers.load(Ordering::Relaxed),
+            caller_tasks: mine as usize,
+            helper_tasks: helper_tasks as usize,
+            helpers: c.helpers.load(Ordering::Relaxed),
             helped: helper_tasks > 0,
         };
-        (stats, job.panicked.load(Ordering::Relaxed))
+        (stats, c.panicked.load(Ordering::Relaxed))
     }
 
     /// Wake up to `want` sleeping helpers (a hint: correctness never depends on it).
@@ -194,43 +244,44 @@ impl Shared {
         let sleeping = self.sleepers.0.load(Ordering::Relaxed) as usize;
         let n = want.min(sleeping);
         if n > 0 {
-            self.epoch.0.wake(n as u32);
+            self.announce.epoch.wake(n as u32);
         }
     }
 
-    /// Wait until no helper is visiting. Called after the job was unpublished.
-    fn wait_for_visitors(&self) {
-        let active = self.active.0.word();
-        if active.load(Ordering::Acquire) == 0 {
+    /// Wait until the helpers have accounted for `target` tasks.
+    fn wait_for_helpers(&self, target: u32) {
+        let c = &self.completion;
+        let done = c.helper_done.word();
+        if done.load(Ordering::Acquire) == target {
             return;
         }
         #[cfg(not(loom))]
         {
-            // A visiting helper normally leaves within a task's time: spin for it
+            // A helper holding a claim is running that task: spin for it
             // (unless oversubscribed: it may not be running), then yield to it.
             if !self.tuning.oversubscribed
-                && spin_until(self.tuning.spin, || active.load(Ordering::Acquire) == 0)
+                && spin_until(self.tuning.spin, || done.load(Ordering::Acquire) == target)
             {
                 return;
             }
             for _ in 0..OVERSUBSCRIBED_YIELDS {
                 thread::yield_now();
-                if active.load(Ordering::Acquire) == 0 {
+                if done.load(Ordering::Acquire) == target {
                     return;
                 }
             }
         }
         loop {
-            self.caller_waiting.store(true, Ordering::Relaxed);
-            // Dekker pair with `leave`: either we see its decrement, or it sees our flag.
+            c.caller_waiting.store(true, Ordering::Relaxed);
+            // Dekker pair with `finish_visit`: we see its count, or it sees our flag.
             fence(Ordering::SeqCst);
-            let a = active.load(Ordering::Acquire);
-            if a == 0 {
+            let d = done.load(Ordering::Acquire);
+            if d == target {
                 break;
             }
-            self.active.0.wait(a);
+            c.helper_done.wait(d);
         }
-        self.caller_waiting.store(false, Ordering::Relaxed);
+        c.caller_waiting.store(false, Ordering::Relaxed);
     }
 
     /// The message of the launch's first panic, clearing it for the next launch.
@@ -241,7 +292,7 @@ impl Shared {
     }
 
     /// Remember a kernel panic's message (the first one of a launch wins).
-    pub(crate) fn record_panic(&self, payload: Box<dyn Any + Send>) {
+    fn record_panic(&self, payload: Box<dyn Any + Send>) {
         let msg = panic_message(payload.as_ref());
         // A payload whose own drop panics must not unwind out of a helper.
         let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
@@ -253,114 +304,222 @@ impl Shared {
 
     // ----- both sides --------------------------------------------------------
 
-    /// Claim and run tasks of `job` until none is left; returns how many ran here.
-    fn claim(&self, job: &Job<'_>, helper: bool) -> usize {
+    /// Claim the first task of worker `me`'s range.
+    #[inline]
+    fn pop(&self, me: usize) -> Option<u32> {
+        let slot = &self.slots[me].0;
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = bounds(cur);
+            if lo >= hi {
+                return None;
+            }
+            // Acquire: the range came (through steals) from the caller's
+            // Release publication, so this claim sees the launch's frame.
+            match slot.compare_exchange_weak(
+                cur,
+                range(lo + 1, hi),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(lo),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Move the back half of another worker's range into `me`'s (empty) range;
+    /// returns how many tasks were taken (0 if every other range is empty).
+    fn steal(&self, me: usize) -> u32 {
+        let n = self.slots.len();
+        for k in 1..n {
+            let victim = &self.slots[(me + k) % n].0;
+            let mut cur = victim.load(Ordering::Relaxed);
+            loop {
+                let (lo, hi) = bounds(cur);
+                if lo >= hi {
+                    break;
+                }
+                let mid = lo + (hi - lo) / 2;
+                match victim.compare_exchange_weak(
+                    cur,
+                    range(lo, mid),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        // Release: passes the launch's publication on to whoever
+                        // claims from this range.
+                        self.slots[me].0.store(range(mid, hi), Ordering::Release);
+                        return hi - mid;
+                    }
+                    Err(actual) => cur = actual,
+                }
+            }
+        }
+        0
+    }
+
+    /// The caller's share: claim and run tasks until every range is empty;
+    /// returns how many tasks it ran or cancelled.
+    fn work(&self, frame: &Frame<'_>) -> u32 {
         let mut ran = 0;
         loop {
-            let t = job.next.0.fetch_add(1, Ordering::Relaxed);
-            if t >= job.tasks {
+            while let Some(t) = self.pop(0) {
+                ran += 1 + self.run_task(frame, t);
+            }
+            if self.steal(0) == 0 {
                 return ran;
             }
-            if helper && ran == 0 && t + 1 < job.tasks {
-                // Work is left: pass the wake-up on (fan-out beyond the caller's wakes).
-                self.wake_helpers(1);
-            }
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (job.f)(t))) {
-                job.panicked.store(true, Ordering::Relaxed);
-                // Cancel the tasks nobody claimed yet.
-                job.next.0.fetch_max(job.tasks, Ordering::Relaxed);
-                self.record_panic(payload);
-            }
-            ran += 1;
         }
+    }
+
+    /// Run claimed task `t`. If it panics, record the panic and cancel every
+    /// task not claimed yet; returns how many were cancelled (the canceller
+    /// accounts for them as if it had run them).
+    #[inline]
+    fn run_task(&self, frame: &Frame<'_>, t: u32) -> u32 {
+        match catch_unwind(AssertUnwindSafe(|| (frame.f)(t as usize))) {
+            Ok(()) => 0,
+            Err(payload) => {
+                self.completion.panicked.store(true, Ordering::Relaxed);
+                self.record_panic(payload);
+                self.cancel()
+            }
+        }
+    }
+
+    /// Empty every range; returns how many tasks that removed.
+    fn cancel(&self) -> u32 {
+        let mut cancelled = 0;
+        for slot in self.slots.iter() {
+            let mut cur = slot.0.load(Ordering::Relaxed);
+            loop {
+                let (lo, hi) = bounds(cur);
+                if lo >= hi {
+                    break;
+                }
+                match slot.0.compare_exchange_weak(
+                    cur,
+                    range(hi, hi),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        cancelled += hi - lo;
+                        break;
+                    }
+                    Err(actual) => cur = actual,
+                }
+            }
+        }
+        cancelled
     }
 
     // ----- helper side -------------------------------------------------------
 
-    /// The life of a helper thread: wait for a launch, visit it, repeat.
-    pub(crate) fn helper_main(&self, mut seen: u32) {
+    /// The life of helper `me` (1-based): wait for a launch, help, repeat.
+    pub(crate) fn helper_main(&self, me: usize) {
         IN_POOL.with(|c| c.set(true));
         self.started.fetch_add(1, Ordering::Release);
+        let mut seen = 0;
         loop {
             seen = self.wait_for_launch(seen);
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.announce.shutdown.load(Ordering::Relaxed) {
                 return;
             }
-            self.visit();
+            self.visit(me);
         }
     }
 
-    /// Wait until `epoch` differs from `seen` (or shutdown); returns the new epoch.
+    /// Wait until the epoch differs from `seen` (or shutdown); returns it.
     fn wait_for_launch(&self, seen: u32) -> u32 {
-        let epoch = self.epoch.0.word();
+        let a = &self.announce;
+        let epoch = a.epoch.word();
         #[cfg(not(loom))]
         {
             let mut e = seen;
-            let changed = |e: &mut u32| {
-                *e = epoch.load(Ordering::Acquire);
-                *e != seen
+            // Acquire: seeing the new epoch makes the launch's published range
+            // visible, so the first steal cannot miss it.
+            let mut poll = || {
+                e = epoch.load(Ordering::Acquire);
+                e != seen
             };
             if self.tuning.oversubscribed {
                 // Spinning here would steal the core from a thread with work.
                 for _ in 0..OVERSUBSCRIBED_YIELDS {
-                    if changed(&mut e) {
+                    if poll() {
                         return e;
                     }
                     thread::yield_now();
                 }
-            } else if spin_until(self.tuning.spin, || changed(&mut e)) {
+            } else if spin_until(self.tuning.spin, &mut poll) {
                 return e;
             }
         }
         loop {
             self.sleepers.0.fetch_add(1, Ordering::Relaxed);
-            // Dekker pair with `Publication::publish`: either we see the new
+            // Dekker pair with `run_pooled`'s publication: either we see the new
             // epoch here, or the caller sees us in `sleepers` and wakes us.
             fence(Ordering::SeqCst);
-            if epoch.load(Ordering::Acquire) == seen && !self.shutdown.load(Ordering::Relaxed) {
-                // Sleeps only if `epoch` still equals `seen` (atomically).
-                self.epoch.0.wait(seen);
+            if epoch.load(Ordering::Relaxed) == seen && !a.shutdown.load(Ordering::Relaxed) {
+                // Sleeps only while the epoch still equals `seen` (atomically).
+                a.epoch.wait(seen);
             }
             self.sleepers.0.fetch_sub(1, Ordering::Relaxed);
             let e = epoch.load(Ordering::Acquire);
-            if e != seen || self.shutdown.load(Ordering::Relaxed) {
+            if e != seen || a.shutdown.load(Ordering::Relaxed) {
                 return e;
             }
         }
     }
 
-    /// Enter, help with the published job if there is one, leave.
-    fn visit(&self) {
-        self.active.0.word().fetch_add(1, Ordering::Relaxed);
-        // Dekker pair with `Publication::drop`: either we see the job withdrawn
-        // (null or a later job), or the caller sees us in `active` and waits.
-        fence(Ordering::SeqCst);
-        let p = self.job.0.load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: `p` was published by a caller that, before its job dies,
-            // withdraws it and then waits until `active` is 0 (`Publication::drop`).
-            // We incremented `active` before loading `p` (SeqCst fences on both
-            // sides), so that caller sees us and waits until we decrement it
-            // below: the job outlives this reference.
-            let job = unsafe { &*p };
-            let ran = self.claim(job, true);
-            if ran > 0 {
-                job.helper_tasks.fetch_add(ran, Ordering::Relaxed);
-                job.helpers.fetch_add(1, Ordering::Relaxed);
+    /// Help with the current launch: steal, run, repeat until nothing is left.
+    fn visit(&self, me: usize) {
+        let mut ran = 0;
+        let mut frame: Option<&Frame<'_>> = None;
+        let mut first_steal = true;
+        loop {
+            while let Some(t) = self.pop(me) {
+                let fr = *frame.get_or_insert_with(|| {
+                    let p = self.announce.frame.load(Ordering::Relaxed) as *const Frame<'static>;
+                    // SAFETY: we hold a claim on task `t` of the current launch,
+                    // obtained by an Acquire claim from (a steal chain starting
+                    // at) its Release publication, so `p` is that launch's frame.
+                    // Its caller counts every task it did not run as a helper
+                    // task and returns only once `helper_done` accounts for all
+                    // of them; ours are added in `finish_visit`, after the last
+                    // use of the frame, so the frame outlives this reference.
+                    unsafe { &*p }
+                });
+                ran += 1 + self.run_task(fr, t);
             }
-            job.check_live();
+            let stolen = self.steal(me);
+            if stolen == 0 {
+                break;
+            }
+            if first_steal && stolen > 1 {
+                // Work is left: pass the wake-up on (fan-out beyond the caller's wakes).
+                self.wake_helpers(1);
+            }
+            first_steal = false;
         }
-        self.leave();
+        if let Some(fr) = frame {
+            fr.check_live();
+            self.finish_visit(ran);
+        }
     }
 
-    fn leave(&self) {
+    /// Account for `ran` tasks of the current launch; wake the caller if it sleeps.
+    fn finish_visit(&self, ran: u32) {
+        let c = &self.completion;
+        c.helpers.fetch_add(1, Ordering::Relaxed);
         // Release: our tasks' writes happen-before the caller's return.
-        if self.active.0.word().fetch_sub(1, Ordering::Release) == 1 {
-            // Dekker pair with `wait_for_visitors`.
-            fence(Ordering::SeqCst);
-            if self.caller_waiting.load(Ordering::Relaxed) {
-                self.active.0.wake(1);
-            }
+        c.helper_done.word().fetch_add(ran, Ordering::Release);
+        // Dekker pair with `wait_for_helpers`.
+        fence(Ordering::SeqCst);
+        if c.caller_waiting.load(Ordering::Relaxed) {
+            c.helper_done.wake(1);
         }
     }
 
@@ -375,41 +534,13 @@ impl Shared {
         let _ = helpers; // loom explores start-up orders instead
     }
 
-    /// Announce shutdown and wake every helper (called by `Pool::drop`).
+    /// Announce shutdown with a last epoch bump and wake every helper (`Pool::drop`).
     pub(crate) fn shut_down(&self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        self.epoch.0.word().fetch_add(1, Ordering::Release);
-        self.epoch.0.wake(u32::MAX);
-    }
-}
-
-/// A job while it is visible to helpers. Dropping it (also during an unwind)
-/// withdraws the job and waits for every visiting helper, so the job can never
-/// die while a helper holds a reference to it.
-struct Publication<'s> {
-    shared: &'s Shared,
-}
-
-impl<'s> Publication<'s> {
-    fn publish(shared: &'s Shared, job: &Job<'_>) -> Self {
-        let p = job as *const Job<'_> as *mut Job<'static>;
-        shared.job.0.store(p, Ordering::Release);
-        // Release: a helper that sees the new epoch sees the job pointer.
-        shared.epoch.0.word().fetch_add(1, Ordering::Release);
-        // Dekker pair with `wait_for_launch`.
+        let a = &self.announce;
+        a.shutdown.store(true, Ordering::Relaxed);
+        a.epoch.word().fetch_add(1, Ordering::Release);
         fence(Ordering::SeqCst);
-        let tuning = &shared.tuning;
-        shared.wake_helpers((job.tasks - 1).min(tuning.wake_limit));
-        Publication { shared }
-    }
-}
-
-impl Drop for Publication<'_> {
-    fn drop(&mut self) {
-        self.shared.job.0.store(ptr::null_mut(), Ordering::Relaxed);
-        // Dekker pair with `visit`.
-        fence(Ordering::SeqCst);
-        self.shared.wait_for_visitors();
+        a.epoch.wake(u32::MAX);
     }
 }
 
