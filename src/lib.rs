@@ -1,10 +1,13 @@
 //! taskgrain runs GPU-style (SIMT) kernels for transformer operators on CPUs.
 //!
-//! Data flows one way: `bench → pool → simt → ops → packet`.
+//! Data flows one way: `cli → bench → plan → runtime → pool → ops → simt/packet`.
 //! - [`packet`]: W-lane f32 SIMD per ISA, chosen at run time, and vector math.
-//! - [`simt`]: launch geometry, tiling of a launch into work-groups, the SIMT packet schedule.
+//! - [`simt`]: launch tiling into work-groups and the SIMT packet schedule of a row.
 //! - [`ops`]: the seven operators, each with an f64 reference.
 //! - [`pool`]: the worker pool that runs a launch in tasks of a chosen grain.
+//! - [`runtime`]: the value a caller owns: a pool, a backend, the packet mode.
+//! - [`plan`]: which geometry and grain a launch gets.
+//! - [`bench`]: timing, suites, roofline, dispatch latency.
 
 pub mod bench;
 pub mod cli;
@@ -13,6 +16,7 @@ pub mod ops;
 pub mod packet;
 pub mod plan;
 pub mod pool;
+pub mod runtime;
 pub mod simt;
 
 pub use error::{Error, Result};

@@ -1,0 +1,27 @@
+//! What a launch reports about who ran it.
+
+/// Who ran the tasks of one launch. Plain counters: producing it never allocates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchStats {
+    /// Tasks the launch was cut into (1 for [`Grain::Caller`](super::Grain::Caller)).
+    pub tasks: usize,
+    /// Tasks the calling thread ran.
+    pub caller_tasks: usize,
+    /// Tasks helper threads ran.
+    pub helper_tasks: usize,
+    /// Distinct helper threads that ran at least one task.
+    pub helpers: usize,
+    /// A thread other than the caller ran at least one task.
+    pub helped: bool,
+}
+
+impl LaunchStats {
+    /// Stats of a launch that ran entirely on the calling thread.
+    pub(crate) fn inline(tasks: usize) -> Self {
+        LaunchStats {
+            tasks,
+            caller_tasks: tasks,
+            ..LaunchStats::default()
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! A pooled launch performs no heap allocation on the hot path: a counting
+//! global allocator sees none across many launches of every grain (helper
+//! threads included: the counter is process-wide). Alone in its own binary.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use taskgrain::pool::{Grain, Pool, PoolConfig};
+use taskgrain::simt::Tiling;
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn kernel(g: usize, span: &mut [f32]) {
+    span.fill(g as f32);
+}
+
+#[test]
+fn launches_do_not_allocate() {
+    let _w = common::watchdog(120, "allocation count");
+    let tiling = Tiling::rows(200, 16, 2).unwrap();
+    let grains = [
+        Grain::Legacy,
+        Grain::tasks(1).unwrap(),
+        Grain::tasks(3).unwrap(),
+        Grain::Caller,
+    ];
+    for (workers, over) in [(1, false), (2, false), (8, true)] {
+        let pool = Pool::new(PoolConfig {
+            workers,
+            oversubscribe: over,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let mut out = vec![0.0f32; tiling.len()];
+        let f = |t: usize| {
+            std::hint::black_box(t);
+        };
+        // Warm up: thread start-up, thread-locals, first futex waits.
+        for _ in 0..100 {
+            for grain in grains {
+                pool.launch(&tiling, grain, &mut out, &kernel).unwrap();
+            }
+            pool.run_tasks(64, &f).unwrap();
+        }
+        let before = ALLOCS.load(Ordering::SeqCst);
+        let mut helped = 0;
+        for i in 0..2000 {
+            for grain in grains {
+                helped += usize::from(
+                    pool.launch(&tiling, grain, &mut out, &kernel)
+                        .unwrap()
+                        .helped,
+                );
+            }
+            helped += usize::from(pool.run_tasks(1 + i % 64, &f).unwrap().helped);
+            if i % 100 == 0 {
+                // Let helpers park, so that waking them is exercised too.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        let after = ALLOCS.load(Ordering::SeqCst);
+        assert_eq!(
+            after - before,
+            0,
+            "workers {workers}: {} allocations in 10000 launches",
+            after - before
+        );
+        std::hint::black_box(helped);
+    }
+}
