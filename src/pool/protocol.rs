@@ -2,6 +2,7 @@
 //! The states, who waits on what and why no wake-up is lost are described in
 //! the docs of the [`pool`](super) module; this file is that description in code.
 
+use super::split::Split;
 use super::stats::LaunchStats;
 #[cfg(not(loom))]
 use super::sync::thread;
@@ -115,6 +116,30 @@ impl Drop for Frame<'_> {
     }
 }
 
+/// One worker's range of unclaimed tasks, on its own line.
+#[repr(align(128))]
+struct Slot {
+    /// `hi << 32 | lo`: tasks `lo..hi`, popped by the owner from the front,
+    /// stolen by others from the back.
+    range: AtomicU64,
+    /// The owning helper is spinning for the next launch, so the caller gives
+    /// it a share when it publishes (a hint: the caller can steal it back).
+    spinning: AtomicBool,
+}
+
+/// What a steal brought.
+enum Stolen {
+    /// Every other range was empty.
+    Nothing,
+    /// This many tasks moved into the thief's range.
+    Stored(u32),
+    /// Tasks `lo..hi`, claimed, that the thief must run itself.
+    InHand(u32, u32),
+}
+
+/// Most helpers the caller pre-assigns a share to at publication.
+const MAX_PREASSIGNED: usize = 32;
+
 /// Written by the caller once per launch, polled by idle helpers: one line.
 #[repr(align(128))]
 struct Announce {
@@ -146,7 +171,7 @@ pub(crate) struct Shared {
     completion: Completion,
     /// One range of unclaimed tasks per worker (0 = the caller, `i` = helper
     /// `i`). Owners pop from the front; thieves take the back half.
-    slots: Box<[Padded<AtomicU64>]>,
+    slots: Box<[Slot]>,
     /// Helpers asleep on `announce.epoch` (or about to check it and sleep).
     sleepers: Padded<AtomicU32>,
     /// Helper threads that have started (`Pool::new` waits for all of them).
@@ -174,7 +199,10 @@ impl Shared {
                 caller_waiting: AtomicBool::new(false),
             },
             slots: (0..workers.max(1))
-                .map(|_| Padded(AtomicU64::new(range(0, 0))))
+                .map(|_| Slot {
+                    range: AtomicU64::new(range(0, 0)),
+                    spinning: AtomicBool::new(false),
+                })
                 .collect(),
             sleepers: Padded(AtomicU32::new(0)),
             started: AtomicUsize::new(0),
@@ -214,9 +242,37 @@ impl Shared {
         c.helper_done.word().store(0, Ordering::Relaxed);
         c.helpers.store(0, Ordering::Relaxed);
         c.panicked.store(false, Ordering::Relaxed);
-        // Release: a claim that reads this range (directly or through steals)
-        // sees the frame and the reset counters above.
-        self.slots[0].0.store(range(0, n), Ordering::Release);
+        // Share the tasks between the caller and the helpers that are spinning
+        // right now (they will see the epoch within ~100 ns); the others are
+        // woken below and steal. Release: a claim that reads a range (directly
+        // or through steals) sees the frame and the reset counters above.
+        let mut awake = [0usize; MAX_PREASSIGNED];
+        let mut k = 0;
+        for (i, slot) in self.slots.iter().enumerate().skip(1) {
+            if k == awake.len() || k + 1 >= tasks {
+                break;
+            }
+            if slot.spinning.load(Ordering::Relaxed) {
+                awake[k] = i;
+                k += 1;
+            }
+        }
+        let shares = Split::Even {
+            groups: tasks,
+            tasks: k + 1,
+        };
+        // Highest share first; a slot that is not empty (a helper still busy
+        // with a stolen range, which only happens in rare races) is skipped and
+        // its share merged into the next share down, so no task is lost.
+        let mut end = n;
+        for (j, &i) in awake[..k].iter().enumerate().rev() {
+            let start = shares.groups(j + 1).start as u32;
+            if self.fill_empty(i, range(start, end)) {
+                end = start;
+            }
+        }
+        // Only the caller ever fills slot 0, and it left it empty.
+        self.slots[0].range.store(range(0, end), Ordering::Release);
         let epoch = a.epoch.word().load(Ordering::Relaxed).wrapping_add(1);
         a.epoch.word().store(epoch, Ordering::Release);
         // Dekker pair with `wait_for_launch`.
@@ -307,7 +363,7 @@ impl Shared {
     /// Claim the first task of worker `me`'s range.
     #[inline]
     fn pop(&self, me: usize) -> Option<u32> {
-        let slot = &self.slots[me].0;
+        let slot = &self.slots[me].range;
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
             let (lo, hi) = bounds(cur);
@@ -328,12 +384,31 @@ impl Shared {
         }
     }
 
-    /// Move the back half of another worker's range into `me`'s (empty) range;
-    /// returns how many tasks were taken (0 if every other range is empty).
-    fn steal(&self, me: usize) -> u32 {
+    /// Put `r` into slot `i` if that slot is empty; `false` if it is not.
+    /// Release: whoever claims from `r` sees the launch's publication.
+    fn fill_empty(&self, i: usize, r: u64) -> bool {
+        let slot = &self.slots[i].range;
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = bounds(cur);
+            if lo < hi {
+                return false;
+            }
+            match slot.compare_exchange_weak(cur, r, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Take the back half of another worker's range. It goes into `me`'s range
+    /// if that is still empty (`Stolen::Stored`); if the caller has meanwhile
+    /// given `me` a share, the stolen tasks stay claimed "in hand" and the
+    /// thief runs them itself (`Stolen::InHand`).
+    fn steal(&self, me: usize) -> Stolen {
         let n = self.slots.len();
         for k in 1..n {
-            let victim = &self.slots[(me + k) % n].0;
+            let victim = &self.slots[(me + k) % n].range;
             let mut cur = victim.load(Ordering::Relaxed);
             loop {
                 let (lo, hi) = bounds(cur);
@@ -347,17 +422,15 @@ impl Shared {
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        // Release: passes the launch's publication on to whoever
-                        // claims from this range.
-                        self.slots[me].0.store(range(mid, hi), Ordering::Release);
-                        return hi - mid;
+                    Ok(_) if self.fill_empty(me, range(mid, hi)) => {
+                        return Stolen::Stored(hi - mid);
                     }
+                    Ok(_) => return Stolen::InHand(mid, hi),
                     Err(actual) => cur = actual,
                 }
             }
         }
-        0
+        Stolen::Nothing
     }
 
     /// The caller's share: claim and run tasks until every range is empty;
@@ -368,8 +441,14 @@ impl Shared {
             while let Some(t) = self.pop(0) {
                 ran += 1 + self.run_task(frame, t);
             }
-            if self.steal(0) == 0 {
-                return ran;
+            match self.steal(0) {
+                Stolen::Nothing => return ran,
+                Stolen::Stored(_) => {}
+                Stolen::InHand(lo, hi) => {
+                    for t in lo..hi {
+                        ran += 1 + self.run_task(frame, t);
+                    }
+                }
             }
         }
     }
@@ -393,13 +472,13 @@ impl Shared {
     fn cancel(&self) -> u32 {
         let mut cancelled = 0;
         for slot in self.slots.iter() {
-            let mut cur = slot.0.load(Ordering::Relaxed);
+            let mut cur = slot.range.load(Ordering::Relaxed);
             loop {
                 let (lo, hi) = bounds(cur);
                 if lo >= hi {
                     break;
                 }
-                match slot.0.compare_exchange_weak(
+                match slot.range.compare_exchange_weak(
                     cur,
                     range(hi, hi),
                     Ordering::Relaxed,
@@ -424,7 +503,7 @@ impl Shared {
         self.started.fetch_add(1, Ordering::Release);
         let mut seen = 0;
         loop {
-            seen = self.wait_for_launch(seen);
+            seen = self.wait_for_launch(me, seen);
             if self.announce.shutdown.load(Ordering::Relaxed) {
                 return;
             }
@@ -433,9 +512,21 @@ impl Shared {
     }
 
     /// Wait until the epoch differs from `seen` (or shutdown); returns it.
-    fn wait_for_launch(&self, seen: u32) -> u32 {
+    fn wait_for_launch(&self, me: usize, seen: u32) -> u32 {
         let a = &self.announce;
         let epoch = a.epoch.word();
+        #[cfg(loom)]
+        {
+            // The model of the spin phase: one poll while advertised as spinning
+            // (so loom explores the caller pre-assigning a share to us).
+            let spinning = &self.slots[me].spinning;
+            spinning.store(true, Ordering::Relaxed);
+            let e = epoch.load(Ordering::Acquire);
+            spinning.store(false, Ordering::Relaxed);
+            if e != seen {
+                return e;
+            }
+        }
         #[cfg(not(loom))]
         {
             let mut e = seen;
@@ -445,15 +536,22 @@ impl Shared {
                 e = epoch.load(Ordering::Acquire);
                 e != seen
             };
-            if self.tuning.oversubscribed {
+            let spinning = &self.slots[me].spinning;
+            spinning.store(true, Ordering::Relaxed);
+            let found = if self.tuning.oversubscribed {
                 // Spinning here would steal the core from a thread with work.
-                for _ in 0..OVERSUBSCRIBED_YIELDS {
-                    if poll() {
-                        return e;
+                (0..OVERSUBSCRIBED_YIELDS).any(|_| {
+                    let found = poll();
+                    if !found {
+                        thread::yield_now();
                     }
-                    thread::yield_now();
-                }
-            } else if spin_until(self.tuning.spin, &mut poll) {
+                    found
+                })
+            } else {
+                spin_until(self.tuning.spin, &mut poll)
+            };
+            spinning.store(false, Ordering::Relaxed);
+            if found {
                 return e;
             }
         }
@@ -479,28 +577,34 @@ impl Shared {
         let mut ran = 0;
         let mut frame: Option<&Frame<'_>> = None;
         let mut first_steal = true;
+        // SAFETY (of the dereference below): we load the frame pointer only
+        // once we hold a claim on a task of the current launch, obtained by an
+        // Acquire claim from (a steal chain starting at) its Release
+        // publication, so the pointer is that launch's frame. Its caller counts
+        // every task it did not run as a helper task and returns only once
+        // `helper_done` accounts for all of them; ours are added in
+        // `finish_visit`, after the last use of the frame.
+        let load_frame =
+            || unsafe { &*(self.announce.frame.load(Ordering::Relaxed) as *const Frame<'static>) };
         loop {
             while let Some(t) = self.pop(me) {
-                let fr = *frame.get_or_insert_with(|| {
-                    let p = self.announce.frame.load(Ordering::Relaxed) as *const Frame<'static>;
-                    // SAFETY: we hold a claim on task `t` of the current launch,
-                    // obtained by an Acquire claim from (a steal chain starting
-                    // at) its Release publication, so `p` is that launch's frame.
-                    // Its caller counts every task it did not run as a helper
-                    // task and returns only once `helper_done` accounts for all
-                    // of them; ours are added in `finish_visit`, after the last
-                    // use of the frame, so the frame outlives this reference.
-                    unsafe { &*p }
-                });
+                let fr = *frame.get_or_insert_with(load_frame);
                 ran += 1 + self.run_task(fr, t);
             }
-            let stolen = self.steal(me);
-            if stolen == 0 {
-                break;
-            }
-            if first_steal && stolen > 1 {
-                // Work is left: pass the wake-up on (fan-out beyond the caller's wakes).
-                self.wake_helpers(1);
+            match self.steal(me) {
+                Stolen::Nothing => break,
+                Stolen::Stored(stolen) => {
+                    if first_steal && stolen > 1 {
+                        // Work is left: pass the wake-up on (fan-out beyond the caller's wakes).
+                        self.wake_helpers(1);
+                    }
+                }
+                Stolen::InHand(lo, hi) => {
+                    let fr = *frame.get_or_insert_with(load_frame);
+                    for t in lo..hi {
+                        ran += 1 + self.run_task(fr, t);
+                    }
+                }
             }
             first_steal = false;
         }

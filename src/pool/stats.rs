@@ -9,7 +9,9 @@ pub struct LaunchStats {
     pub caller_tasks: usize,
     /// Tasks helper threads ran.
     pub helper_tasks: usize,
-    /// Distinct helper threads that ran at least one task.
+    /// Helper visits that ran at least one task: normally the number of helper
+    /// threads that helped (a helper that arrives as one launch ends and the
+    /// next begins can be counted twice).
     pub helpers: usize,
     /// A thread other than the caller ran at least one task.
     pub helped: bool,
