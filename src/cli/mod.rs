@@ -39,6 +39,15 @@ struct BenchArgs {
 
 #[derive(Debug, Subcommand)]
 enum BenchWhat {
+    /// Launch latency of the pool against the caller, rayon and thread::scope.
+    Dispatch {
+        /// Workers requested for the hot and idle conditions.
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Each operator on one worker against a same-run copy and FMA ceiling.
     Roofline {
         /// Packet width (4, 8 or 16); default: the widest this CPU has.
@@ -92,6 +101,7 @@ fn dispatch(cli: Cli) -> Result<Outcome, Error> {
         Command::Run(args) => run::run(args),
         Command::Bench(b) => match b.what {
             Some(BenchWhat::Roofline { width, json }) => bench_roofline(width, json),
+            Some(BenchWhat::Dispatch { workers, json }) => bench_dispatch(workers, json),
             None => bench_roofline(None, false),
         },
     }
@@ -107,6 +117,27 @@ fn bench_roofline(width: Option<usize>, json: bool) -> Result<Outcome, Error> {
         );
     } else {
         print!("{}", crate::bench::roofline::render_markdown(&r));
+    }
+    Ok(Outcome::Ok)
+}
+
+fn bench_dispatch(workers: Option<usize>, json: bool) -> Result<Outcome, Error> {
+    use crate::bench::dispatch::{DispatchConfig, measure_dispatch, render_markdown};
+    let mut cfg = DispatchConfig::default();
+    if let Some(w) = workers {
+        if w == 0 {
+            return Err(Error::BadArgument("--workers must be at least 1".into()));
+        }
+        cfg.workers = w;
+    }
+    let r = measure_dispatch(&cfg)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("report serializes")
+        );
+    } else {
+        print!("{}", render_markdown(&r));
     }
     Ok(Outcome::Ok)
 }

@@ -5,7 +5,9 @@ use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
-use crate::plan::default_config;
+use crate::plan::{default_config, default_grain};
+use crate::pool::{Grain, PoolConfig};
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;
 use clap::Args;
 use serde::Serialize;
@@ -26,6 +28,15 @@ pub(super) struct RunArgs {
     /// Rows per group (default: the planner's choice).
     #[arg(long)]
     block: Option<usize>,
+    /// Workers requested (the calling thread included); granted min(N, cores).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Task grain: 0 (one chunk per worker), k (tasks of k groups) or caller.
+    #[arg(long)]
+    grain: Option<Grain>,
+    /// Grant all requested workers even beyond the available cores.
+    #[arg(long)]
+    oversubscribe: bool,
     /// Full-packet specialization on or off.
     #[arg(long, default_value = "on", value_parser = parse_switch)]
     full_packet: bool,
@@ -60,6 +71,10 @@ struct RunReport {
     config: Config,
     groups: usize,
     full_packet: bool,
+    workers_requested: usize,
+    workers_granted: usize,
+    tasks: usize,
+    helped_pct: f64,
     reps: usize,
     p50_us: f64,
     bytes: usize,
@@ -93,13 +108,33 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     };
     let inputs = OwnedInputs::generate(op, shape, args.seed)?;
     let mode = PacketMode::from_switch(args.full_packet);
-    let launch = ops::prepare(inputs.view(), &shape, backend, config, mode)?;
+    let workers = args.workers.unwrap_or_else(crate::pool::available_cores);
+    let runtime = Runtime::new(RuntimeConfig {
+        pool: PoolConfig {
+            oversubscribe: args.oversubscribe,
+            ..PoolConfig::with_workers(workers)
+        },
+        width: Some(backend.width()),
+        mode,
+    })?;
+    let launch = runtime.prepare(inputs.view(), &shape, config)?;
+    let grain = args
+        .grain
+        .unwrap_or_else(|| default_grain(launch.tiling(), runtime.pool().workers_granted()));
     let mut out = vec![0.0f32; ops::output_len(&shape)];
+    // A failing launch (a kernel panic) ends the run with its error before timing.
+    let first = runtime.launch(&launch, grain, &mut out)?;
+    let mut helped = 0usize;
+    let mut failure = None;
     let times = time_calls(3, args.reps, || {
-        launch
-            .run_on_caller(&mut out)
-            .expect("output sized for the launch");
+        match runtime.launch(&launch, grain, &mut out) {
+            Ok(stats) => helped += stats.helped as usize,
+            Err(e) => failure = Some(e),
+        }
     });
+    if let Some(e) = failure {
+        return Err(e);
+    }
     let p50 = median(&times);
     let bytes = ops::traffic_bytes(op, &shape);
     let check = args.check.then(|| {
@@ -115,10 +150,14 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         config: Config {
             local: config.local,
             block: config.block,
-            grain: u32::MAX,
+            grain: grain.as_u32(),
         },
         groups: launch.tiling().groups(),
         full_packet: args.full_packet,
+        workers_requested: runtime.pool().workers_requested(),
+        workers_granted: runtime.pool().workers_granted(),
+        tasks: first.tasks,
+        helped_pct: 100.0 * helped as f64 / (args.reps + 3) as f64,
         reps: args.reps,
         p50_us: p50,
         bytes,
@@ -134,13 +173,18 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         );
     } else {
         println!(
-            "{} {} {}: local {} block {} ({} groups) p50 {:.3} µs, {:.1} GB/s, hash {}",
+            "{} {} {}: local {} block {} ({} groups) grain {} ({} tasks) workers {}/{} \
+             p50 {:.3} µs, {:.1} GB/s, hash {}",
             report.op,
             shape,
             report.variant,
             config.local,
             config.block,
             report.groups,
+            grain,
+            report.tasks,
+            report.workers_granted,
+            report.workers_requested,
             p50,
             report.gbps,
             report.output_hash

@@ -4,6 +4,8 @@
 //! calibrated `auto` policy build on it.
 
 use crate::ops::{LaunchConfig, Op, Shape, attention};
+use crate::pool::Grain;
+use crate::simt::Tiling;
 
 /// Elements a work-group should own so that per-group overhead stays small.
 const TARGET_GROUP_ELEMS: usize = 16 * 1024;
@@ -25,4 +27,18 @@ pub fn default_config(op: Op, shape: &Shape, width: usize) -> LaunchConfig {
             block: a.q_len.min(16),
         },
     }
+}
+
+/// Below this many output elements a launch runs on the caller: waking a helper
+/// costs more than the work.
+const CALLER_ONLY_ELEMS: usize = 32 * 1024;
+
+/// A simple grain: the caller for small launches, otherwise about four tasks per
+/// granted worker so a late helper can still share the work.
+pub fn default_grain(tiling: &Tiling, workers: usize) -> Grain {
+    if workers <= 1 || tiling.len() < CALLER_ONLY_ELEMS || tiling.groups() == 1 {
+        return Grain::Caller;
+    }
+    let k = tiling.groups().div_ceil(4 * workers).max(1);
+    Grain::tasks(k).unwrap_or(Grain::Caller)
 }
