@@ -1,7 +1,14 @@
 //! The planner: which launch geometry to run for an operator and shape.
 //!
-//! For now one heuristic, [`default_config`]; the candidate strategies and the
-//! calibrated `auto` policy build on it.
+//! [`cost`] predicts a call's time; [`strategy`] turns predictions into the seed's
+//! candidate strategies; [`default_config`] and [`default_grain`] are the quick
+//! heuristics the runtime falls back on.
+
+pub mod cost;
+pub mod strategy;
+
+pub use cost::CostModel;
+pub use strategy::{Plan, Planner, Strategy};
 
 use crate::ops::{LaunchConfig, Op, Shape, attention};
 use crate::pool::Grain;
