@@ -27,6 +27,8 @@
 
 pub mod math;
 pub mod scalar;
+#[cfg(test)]
+mod tests;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
