@@ -16,38 +16,7 @@ struct Info {
     cores: usize,
 }
 
-/// The CPU's model name, from /proc/cpuinfo where there is one.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
-}
-
-/// The SIMD features taskgrain cares about that this CPU reports.
-pub fn isa_features() -> Vec<&'static str> {
-    #[allow(unused_mut)]
-    let mut v = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        macro_rules! probe {
-            ($($f:tt),*) => {$(
-                if std::arch::is_x86_feature_detected!($f) {
-                    v.push($f);
-                }
-            )*};
-        }
-        probe!(
-            "sse4.1", "avx", "avx2", "fma", "avx512f", "avx512vl", "avx512bw"
-        );
-    }
-    v
-}
+pub use crate::bench::machine::{cpu_model, isa_features};
 
 /// Logical cores available to this process.
 pub fn cores() -> usize {

@@ -2,11 +2,12 @@
 //!
 //! Exit codes: 0 success, 1 a check failed (or a kernel panicked), 2 bad input or usage.
 
+mod bench;
 mod info;
 mod run;
 
 use crate::error::Error;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// taskgrain: SIMT-style transformer kernels on CPUs.
@@ -27,36 +28,9 @@ enum Command {
     },
     /// Run one operator on one shape, timed, optionally checked against the f64 reference.
     Run(run::RunArgs),
-    /// Benchmarks: the roofline of each operator on one worker.
-    Bench(BenchArgs),
-}
-
-#[derive(Debug, Args)]
-struct BenchArgs {
-    #[command(subcommand)]
-    what: Option<BenchWhat>,
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchWhat {
-    /// Launch latency of the pool against the caller, rayon and thread::scope.
-    Dispatch {
-        /// Workers requested for the hot and idle conditions.
-        #[arg(long)]
-        workers: Option<usize>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Each operator on one worker against a same-run copy and FMA ceiling.
-    Roofline {
-        /// Packet width (4, 8 or 16); default: the widest this CPU has.
-        #[arg(long)]
-        width: Option<usize>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// The benchmark report (the seed's pilot, validation and fixed-grain tables);
+    /// `bench roofline` and `bench dispatch` for the other benchmarks.
+    Bench(bench::BenchArgs),
 }
 
 /// How a command ended, mapped to the exit code.
@@ -99,47 +73,8 @@ fn dispatch(cli: Cli) -> Result<Outcome, Error> {
     match cli.command {
         Command::Info { json } => info::run(json),
         Command::Run(args) => run::run(args),
-        Command::Bench(b) => match b.what {
-            Some(BenchWhat::Roofline { width, json }) => bench_roofline(width, json),
-            Some(BenchWhat::Dispatch { workers, json }) => bench_dispatch(workers, json),
-            None => bench_roofline(None, false),
-        },
+        Command::Bench(b) => bench::run(b),
     }
-}
-
-fn bench_roofline(width: Option<usize>, json: bool) -> Result<Outcome, Error> {
-    let backend = run::backend_for(width)?;
-    let r = crate::bench::roofline::run(backend)?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).expect("report serializes")
-        );
-    } else {
-        print!("{}", crate::bench::roofline::render_markdown(&r));
-    }
-    Ok(Outcome::Ok)
-}
-
-fn bench_dispatch(workers: Option<usize>, json: bool) -> Result<Outcome, Error> {
-    use crate::bench::dispatch::{DispatchConfig, measure_dispatch, render_markdown};
-    let mut cfg = DispatchConfig::default();
-    if let Some(w) = workers {
-        if w == 0 {
-            return Err(Error::BadArgument("--workers must be at least 1".into()));
-        }
-        cfg.workers = w;
-    }
-    let r = measure_dispatch(&cfg)?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).expect("report serializes")
-        );
-    } else {
-        print!("{}", render_markdown(&r));
-    }
-    Ok(Outcome::Ok)
 }
 
 /// Parses `on` / `off`.

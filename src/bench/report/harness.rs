@@ -1,0 +1,493 @@
+//! Runs the sections: inputs once per row, a verification launch per candidate,
+//! warm-up, then rounds of interleaved timing with the candidate order rotated.
+
+use super::model::{
+    CandidateConfig, FixedGeometry, Meta, NamedMap, RatioSpec, Report, RowResult, SectionResult,
+};
+use super::stats::{paired_ratios, rotation, summarize, table_time};
+use super::{Planner, Strategy};
+use crate::bench::suites::Suite;
+use crate::bench::timing::{median, time_calls};
+use crate::error::{Error, Result};
+use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Prepared, Shape};
+use crate::packet::Backend;
+use crate::pool::{Grain, PoolConfig};
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::simt::PacketMode;
+
+/// How to run the report. [`Default`] is the seed's setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportConfig {
+    /// Rounds per row (≥ 1).
+    pub rounds: usize,
+    /// Timed calls per candidate per round (≥ 1).
+    pub reps: usize,
+    /// Untimed calls per candidate before the first round.
+    pub warmup: usize,
+    /// Workers requested (the calling thread included).
+    pub workers: usize,
+    /// Packet width; `None` = the widest ≤ 8 (the seed's W8).
+    pub width: Option<usize>,
+    /// Full-packet specialization.
+    pub full_packet: bool,
+    /// Fusion (not implemented yet: `true` is an error).
+    pub fusion: bool,
+    /// Seed of the generated inputs.
+    pub seed: u64,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            rounds: 7,
+            reps: 50,
+            warmup: 5,
+            workers: 8,
+            width: None,
+            full_packet: true,
+            fusion: false,
+            seed: 1,
+        }
+    }
+}
+
+impl ReportConfig {
+    /// Rejects settings the harness cannot honour.
+    pub fn validate(&self) -> Result<()> {
+        if self.rounds == 0 {
+            return Err(Error::BadArgument("--rounds must be at least 1".into()));
+        }
+        if self.reps == 0 {
+            return Err(Error::BadArgument("--reps must be at least 1".into()));
+        }
+        if self.workers == 0 {
+            return Err(Error::BadArgument("--workers must be at least 1".into()));
+        }
+        if self.fusion {
+            return Err(Error::BadArgument(
+                "--fusion on is not implemented yet (fusion is a later issue); use --fusion off"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a section's candidates come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CandidateSet {
+    /// One candidate per planner strategy, named after it.
+    Strategies(Vec<Strategy>),
+    /// A fixed geometry and one candidate per grain, named `grain_<code>`.
+    FixedGrain {
+        /// The geometry every candidate runs.
+        config: LaunchConfig,
+        /// The grains.
+        grains: Vec<Grain>,
+    },
+}
+
+/// A section to run: its candidates, its ratio and its rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SectionSpec {
+    /// Section name.
+    pub name: String,
+    /// The candidates.
+    pub candidates: CandidateSet,
+    /// Numerator and denominator of the paired ratio (candidate names).
+    pub ratio: (String, String),
+    /// Every candidate must run the same kernel variant with byte-identical output.
+    pub requires_identical: bool,
+    /// The rows.
+    pub cases: Vec<(Op, Shape)>,
+}
+
+impl SectionSpec {
+    /// The seed's section for `suite`, with its rows.
+    pub fn for_suite(suite: Suite) -> SectionSpec {
+        Self::for_suite_with(suite, suite.cases())
+    }
+
+    /// The seed's section for `suite` on a custom list of rows.
+    pub fn for_suite_with(suite: Suite, cases: Vec<(Op, Shape)>) -> SectionSpec {
+        match suite {
+            Suite::Pilot | Suite::Validation => SectionSpec {
+                name: suite.name().into(),
+                candidates: CandidateSet::Strategies(vec![
+                    Strategy::Whole,
+                    Strategy::Local,
+                    Strategy::JointLegacy,
+                    Strategy::JointTasks,
+                ]),
+                ratio: ("joint_tasks".into(), "joint_legacy".into()),
+                requires_identical: false,
+                cases,
+            },
+            Suite::FixedGrain => SectionSpec {
+                name: suite.name().into(),
+                candidates: CandidateSet::FixedGrain {
+                    config: LaunchConfig {
+                        local: 8,
+                        block: 32,
+                    },
+                    grains: [0, 1, 3, u32::MAX].map(Grain::from_u32).to_vec(),
+                },
+                ratio: ("grain_4294967295".into(), "grain_0".into()),
+                requires_identical: true,
+                cases,
+            },
+        }
+    }
+
+    /// Candidate names in column order.
+    pub fn candidate_names(&self) -> Vec<String> {
+        match &self.candidates {
+            CandidateSet::Strategies(s) => s.iter().map(|s| s.name().to_string()).collect(),
+            CandidateSet::FixedGrain { grains, .. } => grains
+                .iter()
+                .map(|g| format!("grain_{}", g.as_u32()))
+                .collect(),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let names = self.candidate_names();
+        for r in [&self.ratio.0, &self.ratio.1] {
+            if !names.contains(r) {
+                return Err(Error::BadArgument(format!(
+                    "section {}: ratio candidate {r:?} is not one of {names:?}",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the harness reports while it runs.
+#[derive(Clone, Debug)]
+pub struct Progress<'a> {
+    /// Section name.
+    pub section: &'a str,
+    /// The row being measured, e.g. `rmsnorm 17×65`.
+    pub row: &'a str,
+    /// Rounds finished in this row.
+    pub round: usize,
+}
+
+/// The benchmark harness: a runtime, a planner and the settings.
+pub struct Harness {
+    runtime: Runtime,
+    planner: Planner,
+    cfg: ReportConfig,
+}
+
+impl Harness {
+    /// Starts the runtime (pool and backend) for `cfg`.
+    pub fn new(cfg: ReportConfig) -> Result<Harness> {
+        cfg.validate()?;
+        let backend = match cfg.width {
+            Some(w) => Backend::native(w)?,
+            None => Backend::best(8),
+        };
+        let runtime = Runtime::new(RuntimeConfig {
+            pool: PoolConfig::with_workers(cfg.workers),
+            width: Some(backend.width()),
+            mode: PacketMode::from_switch(cfg.full_packet),
+        })?;
+        let planner = Planner::new(backend, runtime.pool().workers_granted());
+        Ok(Harness {
+            runtime,
+            planner,
+            cfg,
+        })
+    }
+
+    /// The runtime every candidate runs on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The report's header data.
+    pub fn meta(&self) -> Meta {
+        let b = self.runtime.backend();
+        Meta {
+            dtype: "FP32".into(),
+            width: b.width(),
+            backend: b.name().into(),
+            workers_requested: self.runtime.pool().workers_requested(),
+            workers_granted: self.runtime.pool().workers_granted(),
+            cores: self.runtime.pool().cores(),
+            full_packet: self.cfg.full_packet,
+            fusion: self.cfg.fusion,
+            rounds: self.cfg.rounds,
+            reps: self.cfg.reps,
+            warmup: self.cfg.warmup,
+            seed: self.cfg.seed,
+            cpu: crate::bench::machine::cpu_model(),
+            isa: crate::bench::machine::isa_features()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    /// Total rounds `run` will time (for a progress bar).
+    pub fn total_rounds(&self, specs: &[SectionSpec]) -> usize {
+        specs.iter().map(|s| s.cases.len()).sum::<usize>() * self.cfg.rounds
+    }
+
+    /// Runs every section; `progress` is called after every round.
+    pub fn run(
+        &self,
+        specs: &[SectionSpec],
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<Report> {
+        for s in specs {
+            s.check()?;
+        }
+        let mut sections = Vec::with_capacity(specs.len());
+        for s in specs {
+            sections.push(self.run_section(s, progress)?);
+        }
+        Ok(Report {
+            meta: self.meta(),
+            sections,
+        })
+    }
+
+    /// Runs one section.
+    pub fn run_section(
+        &self,
+        spec: &SectionSpec,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<SectionResult> {
+        spec.check()?;
+        let mut rows = Vec::with_capacity(spec.cases.len());
+        for (op, shape) in &spec.cases {
+            rows.push(self.run_row(spec, *op, shape, progress)?);
+        }
+        let fixed = match &spec.candidates {
+            CandidateSet::FixedGrain { config, .. } => Some(FixedGeometry {
+                local: config.local,
+                block: config.block,
+            }),
+            CandidateSet::Strategies(_) => None,
+        };
+        Ok(SectionResult {
+            name: spec.name.clone(),
+            candidates: spec.candidate_names(),
+            ratio: RatioSpec {
+                num: spec.ratio.0.clone(),
+                den: spec.ratio.1.clone(),
+            },
+            requires_identical: spec.requires_identical,
+            fixed,
+            rows,
+        })
+    }
+
+    /// Each candidate's launch on this row; `None` = unsupported.
+    fn resolve(
+        &self,
+        spec: &SectionSpec,
+        op: Op,
+        shape: &Shape,
+    ) -> Result<Vec<Option<(LaunchConfig, Grain)>>> {
+        match &spec.candidates {
+            CandidateSet::Strategies(list) => list
+                .iter()
+                .map(|&s| {
+                    Ok(self
+                        .planner
+                        .plan(s, op, shape)?
+                        .map(|p| (p.config, p.grain)))
+                })
+                .collect(),
+            CandidateSet::FixedGrain { config, grains } => {
+                Ok(grains.iter().map(|&g| Some((*config, g))).collect())
+            }
+        }
+    }
+
+    fn run_row(
+        &self,
+        spec: &SectionSpec,
+        op: Op,
+        shape: &Shape,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<RowResult> {
+        let rt = &self.runtime;
+        let names = spec.candidate_names();
+        let label = format!("{op} {}", super::model::shape_label(&shape.dims()));
+        let inputs = OwnedInputs::generate(op, *shape, self.cfg.seed)?;
+        let reference = ops::reference(inputs.view(), shape);
+        let tol = ops::tolerance(op);
+        let resolved = self.resolve(spec, op, shape)?;
+        let prepared: Vec<Option<(Prepared<'_>, Grain)>> = resolved
+            .iter()
+            .map(|r| {
+                r.map(|(config, grain)| Ok((rt.prepare(inputs.view(), shape, config)?, grain)))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        let active: Vec<usize> = (0..names.len())
+            .filter(|&i| prepared[i].is_some())
+            .collect();
+        let len = ops::output_len(shape);
+        let mut outs: Vec<Vec<f32>> = names.iter().map(|_| Vec::new()).collect();
+        let mut problems = Vec::new();
+        let mut ok = true;
+        let mut max_abs_err = 0.0f64;
+        let mut hashes: Vec<Option<String>> = vec![None; names.len()];
+        let mut variants: Vec<Option<String>> = vec![None; names.len()];
+
+        // Verification: one launch per candidate into a NaN-poisoned buffer, so
+        // a group that is never written cannot hide behind stale data.
+        for &i in &active {
+            let (launch, grain) = prepared[i].as_ref().expect("active");
+            let out = &mut outs[i];
+            out.resize(len, f32::NAN);
+            rt.launch(launch, *grain, out)?;
+            let check = ops::compare(out, &reference, tol);
+            max_abs_err = max_abs_err.max(check.max_abs_err);
+            if !check.ok {
+                ok = false;
+                problems.push(format!(
+                    "{}: {} of {len} elements outside tolerance (max |err| {:.3e})",
+                    names[i], check.failures, check.max_abs_err
+                ));
+            }
+            hashes[i] = Some(ops::output_hash(out));
+            variants[i] = Some(launch.variant());
+        }
+
+        // Warm-up.
+        for &i in &active {
+            let (launch, grain) = prepared[i].as_ref().expect("active");
+            for _ in 0..self.cfg.warmup {
+                rt.launch(launch, *grain, &mut outs[i])?;
+            }
+        }
+
+        // Rounds: every candidate N calls, interleaved, order rotated per round.
+        let mut p50s: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.rounds); names.len()];
+        for round in 0..self.cfg.rounds {
+            for j in rotation(active.len(), round) {
+                let i = active[j];
+                let (launch, grain) = prepared[i].as_ref().expect("active");
+                let out = &mut outs[i];
+                let mut failure = None;
+                let times = time_calls(0, self.cfg.reps, || {
+                    if let Err(e) = rt.launch(launch, *grain, out) {
+                        failure = Some(e);
+                    }
+                });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                p50s[i].push(median(&times));
+            }
+            progress(Progress {
+                section: &spec.name,
+                row: &label,
+                round: round + 1,
+            });
+        }
+
+        // Repeated calls must reproduce the verified output bit for bit.
+        for &i in &active {
+            let h = ops::output_hash(&outs[i]);
+            if hashes[i].as_deref() != Some(h.as_str()) {
+                ok = false;
+                problems.push(format!(
+                    "{}: output changed between calls ({} then {h})",
+                    names[i],
+                    hashes[i].as_deref().unwrap_or("-")
+                ));
+            }
+        }
+
+        let (mut outputs_identical, mut kernel_identical) = (None, None);
+        if spec.requires_identical && !active.is_empty() {
+            let h0 = &hashes[active[0]];
+            let same_out = active.iter().all(|&i| &hashes[i] == h0);
+            let v0 = &variants[active[0]];
+            let same_kernel = active.iter().all(|&i| &variants[i] == v0);
+            if !same_out {
+                problems.push(format!(
+                    "outputs differ between candidates: {}",
+                    active
+                        .iter()
+                        .map(|&i| format!("{}={}", names[i], hashes[i].as_deref().unwrap_or("-")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if !same_kernel {
+                problems.push(format!(
+                    "kernel variants differ between candidates: {}",
+                    active
+                        .iter()
+                        .map(|&i| format!("{}={}", names[i], variants[i].as_deref().unwrap_or("-")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            outputs_identical = Some(same_out);
+            kernel_identical = Some(same_kernel);
+        }
+
+        let idx = |name: &str| names.iter().position(|n| n == name).expect("checked");
+        let (num, den) = (idx(&spec.ratio.0), idx(&spec.ratio.1));
+        let round_ratios = if p50s[num].is_empty() || p50s[den].is_empty() {
+            Vec::new()
+        } else {
+            paired_ratios(&p50s[num], &p50s[den])
+        };
+        Ok(RowResult {
+            op: op.name().into(),
+            shape: shape.dims(),
+            times_us: NamedMap(
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), table_time(&p50s[i])))
+                    .collect(),
+            ),
+            ratio: summarize(&round_ratios),
+            round_ratios,
+            round_p50_us: NamedMap(
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), (!p50s[i].is_empty()).then(|| p50s[i].clone())))
+                    .collect(),
+            ),
+            configs: NamedMap(
+                names
+                    .iter()
+                    .zip(&resolved)
+                    .map(|(n, r)| {
+                        (
+                            n.clone(),
+                            r.map(|(c, g)| CandidateConfig {
+                                local: c.local,
+                                block: c.block,
+                                grain: g.as_u32(),
+                            }),
+                        )
+                    })
+                    .collect(),
+            ),
+            variants: NamedMap(names.iter().cloned().zip(variants).collect()),
+            output_hashes: NamedMap(names.iter().cloned().zip(hashes).collect()),
+            outputs_identical,
+            kernel_identical,
+            max_abs_err,
+            ok,
+            problems,
+        })
+    }
+}

@@ -1,0 +1,254 @@
+//! The report's words in English and in the seed's Chinese.
+//!
+//! The Chinese strings reproduce the seed report (../shared/seed/) verbatim
+//! where the seed has them: title, settings sentence, captions, column names.
+
+use super::model::{Meta, SectionResult};
+
+/// Language of the report's captions and column names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// English (the default).
+    #[default]
+    En,
+    /// Chinese, as in the seed.
+    Zh,
+}
+
+impl std::str::FromStr for Lang {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Lang> {
+        match s {
+            "en" => Ok(Lang::En),
+            "zh" => Ok(Lang::Zh),
+            _ => Err(crate::Error::BadArgument(format!(
+                "unknown language {s:?} (known: en, zh)"
+            ))),
+        }
+    }
+}
+
+/// The mark of an unsupported candidate (never counted as a win).
+pub const UNSUPPORTED: &str = "—";
+
+impl Lang {
+    /// The report's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Lang::En => "Task-grain: complete results",
+            Lang::Zh => "Task-grain 完整结果",
+        }
+    }
+
+    /// The settings and method paragraph (the seed's first paragraph).
+    pub fn settings(self, m: &Meta) -> String {
+        match self {
+            Lang::En => format!(
+                "All runs are {}, W{}, {} requested CPU workers, full-packet specialization {}, \
+                 fusion {}. Times are the median over rounds of each round's p50 (µs); the \
+                 paired ratios are recomputed separately (round by round); sizes are never \
+                 merged into one average speed-up.",
+                m.dtype,
+                m.width,
+                m.workers_requested,
+                on_off_en(m.full_packet),
+                on_off_en(m.fusion)
+            ),
+            Lang::Zh => format!(
+                "全部为 {}、W{}、{} 个请求的 CPU workers、full-packet 特化{}、fusion {}。\
+                 时间为各轮 p50 的中位数（µs），配对比值单独复算；不把不同尺寸合并成一个平均加速比。",
+                m.dtype,
+                m.width,
+                m.workers_requested,
+                on_off_zh(m.full_packet),
+                on_off_zh(m.fusion)
+            ),
+        }
+    }
+
+    /// What the seed leaves unsaid: workers granted, rounds × calls, CPU and ISA.
+    pub fn machine(self, m: &Meta) -> String {
+        let isa = if m.isa.is_empty() {
+            "-".to_string()
+        } else {
+            m.isa.join(" ")
+        };
+        match self {
+            Lang::En => format!(
+                "Workers granted: {} of {} requested ({} cores). {} rounds × {} calls per \
+                 candidate per row, candidates interleaved with the order rotated every round, \
+                 after {} warm-up calls. Backend {}; CPU: {}; ISA: {}.",
+                m.workers_granted,
+                m.workers_requested,
+                m.cores,
+                m.rounds,
+                m.reps,
+                m.warmup,
+                m.backend,
+                m.cpu,
+                isa
+            ),
+            Lang::Zh => format!(
+                "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 次调用，\
+                 候选交错执行、每轮轮换顺序，计时前预热 {} 次。后端 {}；CPU：{}；ISA：{}。",
+                m.workers_granted,
+                m.workers_requested,
+                m.cores,
+                m.rounds,
+                m.reps,
+                m.warmup,
+                m.backend,
+                m.cpu,
+                isa
+            ),
+        }
+    }
+
+    /// The caption under a section's heading.
+    pub fn caption(self, s: &SectionResult) -> String {
+        match (self, s.name.as_str(), s.fixed) {
+            (Lang::En, _, Some(f)) => format!(
+                "Fixed local = {}, block = {}; the last column's candidate runs the whole \
+                 launch on the caller.{}",
+                f.local,
+                f.block,
+                if identity_holds(s) {
+                    " Code and output are byte-for-byte identical."
+                } else {
+                    ""
+                }
+            ),
+            (Lang::Zh, _, Some(f)) => format!(
+                "固定 local={}、block={}；最后一列候选将整个 launch 放在 caller 执行。{}",
+                f.local,
+                f.block,
+                if identity_holds(s) {
+                    "代码与输出逐字节相同。"
+                } else {
+                    ""
+                }
+            ),
+            (Lang::En, "pilot" | "validation", None) => {
+                "The candidate strategies are described in notes.md (DESIGN.md, \"Candidate \
+                 strategies\"). Attention does not support the `local` candidate: it is marked \
+                 —, and an unimplemented path is never counted as a win."
+                    .into()
+            }
+            (Lang::Zh, "pilot" | "validation", None) => {
+                "候选策略见 notes.md；attention 不支持 local 候选，用 — 明确标出，未把未实现的路径计作胜利。"
+                    .into()
+            }
+            (Lang::En, _, None) => format!(
+                "Candidates: {}. An unsupported candidate is marked — and never counted as a win.",
+                s.candidates.join(", ")
+            ),
+            (Lang::Zh, _, None) => format!(
+                "候选：{}。不支持的候选用 — 标出，不计作胜利。",
+                s.candidates.join("、")
+            ),
+        }
+    }
+
+    /// The line defining the section's paired ratio.
+    pub fn ratio_definition(self, s: &SectionResult) -> String {
+        match self {
+            Lang::En => format!(
+                "Paired ratio = {} / {}, computed within each round; the table shows its median \
+                 over rounds and, as the range, its min–max.",
+                s.ratio.num, s.ratio.den
+            ),
+            Lang::Zh => format!(
+                "配对比值 = {} / {}，每轮内分别计算；表中为各轮比值的中位数，配对范围为各轮最小–最大值。",
+                s.ratio.num, s.ratio.den
+            ),
+        }
+    }
+
+    /// First column header.
+    pub fn col_case(self) -> &'static str {
+        match self {
+            Lang::En => "op / size",
+            Lang::Zh => "算子 / 尺寸",
+        }
+    }
+
+    /// Paired-ratio column header.
+    pub fn col_ratio(self) -> &'static str {
+        match self {
+            Lang::En => "paired ratio",
+            Lang::Zh => "配对比值",
+        }
+    }
+
+    /// Paired-range column header.
+    pub fn col_range(self) -> &'static str {
+        match self {
+            Lang::En => "paired range",
+            Lang::Zh => "配对范围",
+        }
+    }
+
+    /// Marker appended to a row that failed a check.
+    pub fn failed_mark(self) -> &'static str {
+        match self {
+            Lang::En => " (FAILED)",
+            Lang::Zh => "（失败）",
+        }
+    }
+
+    /// Heading of the list of failed checks.
+    pub fn failures_heading(self) -> &'static str {
+        match self {
+            Lang::En => "Check failures (the run exits with status 1):",
+            Lang::Zh => "校验失败（本次运行以状态 1 退出）：",
+        }
+    }
+
+    /// Line listing the kernel variants a section's rows ran.
+    pub fn variants_line(self, variants: &[String]) -> String {
+        let list = variants
+            .iter()
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match self {
+            Lang::En => {
+                format!("Kernel variants (one per row, shared by every candidate): {list}.")
+            }
+            Lang::Zh => format!("内核变体（每行一个，所有候选共用）：{list}。"),
+        }
+    }
+
+    /// Axis caption of the plot.
+    pub fn plot_axis(self) -> &'static str {
+        match self {
+            Lang::En => {
+                "paired ratio (log scale; < 1: numerator faster), dot = median, bar = min–max over rounds"
+            }
+            Lang::Zh => "配对比值（对数坐标；< 1 表示分子更快），点 = 中位数，横条 = 各轮最小–最大",
+        }
+    }
+
+    /// Shown in the plot for a row whose ratio is unavailable.
+    pub fn plot_unsupported(self) -> &'static str {
+        match self {
+            Lang::En => "— (unsupported)",
+            Lang::Zh => "—（不支持）",
+        }
+    }
+}
+
+fn on_off_en(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+fn on_off_zh(b: bool) -> &'static str {
+    if b { "开启" } else { "关闭" }
+}
+
+/// Every row of a section that requires identity has it.
+fn identity_holds(s: &SectionResult) -> bool {
+    s.rows
+        .iter()
+        .all(|r| r.outputs_identical == Some(true) && r.kernel_identical == Some(true))
+}

@@ -1,0 +1,233 @@
+//! `taskgrain bench`: with no subcommand, the seed's report (pilot, validation,
+//! fixed-grain); `bench roofline` and `bench dispatch` as before.
+
+use super::{Outcome, parse_switch};
+use crate::bench::report::{self, Format, Harness, Lang, ReportConfig, SectionSpec};
+use crate::bench::suites::Suite;
+use crate::error::{Error, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(super) struct BenchArgs {
+    #[command(subcommand)]
+    what: Option<BenchWhat>,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchWhat {
+    /// Launch latency of the pool against the caller, rayon and thread::scope.
+    Dispatch {
+        /// Workers requested for the hot and idle conditions.
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Each operator on one worker against a same-run copy and FMA ceiling.
+    Roofline {
+        /// Packet width (4, 8 or 16); default: the widest this CPU has.
+        #[arg(long)]
+        width: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SuiteArg {
+    Pilot,
+    Validation,
+    FixedGrain,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    Md,
+    Json,
+    Csv,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LangArg {
+    En,
+    Zh,
+}
+
+/// The report's options (plain `taskgrain bench`).
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Which section(s) of the seed's report to run.
+    #[arg(long, value_enum, default_value_t = SuiteArg::All)]
+    suite: SuiteArg,
+    /// Rounds per row (each round times every candidate, interleaved).
+    #[arg(long, default_value_t = 7)]
+    rounds: usize,
+    /// Timed calls per candidate per round.
+    #[arg(long, default_value_t = 50)]
+    reps: usize,
+    /// Untimed calls per candidate before the first round.
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// Workers requested (the calling thread included); granted min(N, cores).
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Packet width 4, 8 or 16 (default: the widest ≤ 8, the seed's W8).
+    #[arg(long)]
+    width: Option<usize>,
+    /// Full-packet specialization on or off.
+    #[arg(long, default_value = "on", value_parser = parse_switch)]
+    full_packet: bool,
+    /// Fusion on or off (on is not implemented yet).
+    #[arg(long, default_value = "off", value_parser = parse_switch)]
+    fusion: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Md)]
+    format: FormatArg,
+    /// Language of the Markdown captions and column names (and the plot).
+    #[arg(long, value_enum, default_value_t = LangArg::En)]
+    lang: LangArg,
+    /// Write the report to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Also write an SVG chart of the paired ratios per section.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+pub(super) fn run(args: BenchArgs) -> Result<Outcome> {
+    match args.what {
+        Some(BenchWhat::Roofline { width, json }) => roofline(width, json),
+        Some(BenchWhat::Dispatch { workers, json }) => dispatch(workers, json),
+        None => run_report(args.report),
+    }
+}
+
+fn run_report(a: ReportArgs) -> Result<Outcome> {
+    let cfg = ReportConfig {
+        rounds: a.rounds,
+        reps: a.reps,
+        warmup: a.warmup,
+        workers: a.workers,
+        width: a.width,
+        full_packet: a.full_packet,
+        fusion: a.fusion,
+        seed: a.seed,
+    };
+    cfg.validate()?;
+    // Refuse an unwritable destination before a run of several minutes.
+    for p in [&a.out, &a.plot].into_iter().flatten() {
+        report::check_writable(p)?;
+    }
+    let suites: Vec<Suite> = match a.suite {
+        SuiteArg::Pilot => vec![Suite::Pilot],
+        SuiteArg::Validation => vec![Suite::Validation],
+        SuiteArg::FixedGrain => vec![Suite::FixedGrain],
+        SuiteArg::All => Suite::ALL.to_vec(),
+    };
+    let specs: Vec<SectionSpec> = suites.into_iter().map(SectionSpec::for_suite).collect();
+    let harness = Harness::new(cfg)?;
+    let bar = progress_bar(harness.total_rounds(&specs) as u64);
+    let report = harness.run(&specs, &mut |p| {
+        bar.set_message(format!("{} {} (round {})", p.section, p.row, p.round));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let report = report?;
+
+    let lang = match a.lang {
+        LangArg::En => Lang::En,
+        LangArg::Zh => Lang::Zh,
+    };
+    let format = match a.format {
+        FormatArg::Md => Format::Md,
+        FormatArg::Json => Format::Json,
+        FormatArg::Csv => Format::Csv,
+    };
+    let text = report::render(&report, format, lang);
+    match &a.out {
+        Some(p) => {
+            report::write_atomic(p, text.as_bytes())?;
+            eprintln!("taskgrain: report written to {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    if let Some(p) = &a.plot {
+        report::write_atomic(p, report::plot::render(&report, lang).as_bytes())?;
+        eprintln!("taskgrain: plot written to {}", p.display());
+    }
+    if report.passed() {
+        Ok(Outcome::Ok)
+    } else {
+        for s in &report.sections {
+            for r in s.rows.iter().filter(|r| !r.passed()) {
+                for p in &r.problems {
+                    eprintln!("taskgrain: check failed: {} {}: {p}", s.name, r.label());
+                }
+            }
+        }
+        Ok(Outcome::CheckFailed)
+    }
+}
+
+/// A bar on stderr, hidden when stderr is not a terminal.
+fn progress_bar(len: u64) -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(len), target);
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} rounds  {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+fn roofline(width: Option<usize>, json: bool) -> Result<Outcome> {
+    let backend = super::run::backend_for(width)?;
+    let r = crate::bench::roofline::run(backend)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("report serializes")
+        );
+    } else {
+        print!("{}", crate::bench::roofline::render_markdown(&r));
+    }
+    Ok(Outcome::Ok)
+}
+
+fn dispatch(workers: Option<usize>, json: bool) -> Result<Outcome> {
+    use crate::bench::dispatch::{DispatchConfig, measure_dispatch, render_markdown};
+    let mut cfg = DispatchConfig::default();
+    if let Some(w) = workers {
+        if w == 0 {
+            return Err(Error::BadArgument("--workers must be at least 1".into()));
+        }
+        cfg.workers = w;
+    }
+    let r = measure_dispatch(&cfg)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("report serializes")
+        );
+    } else {
+        print!("{}", render_markdown(&r));
+    }
+    Ok(Outcome::Ok)
+}
