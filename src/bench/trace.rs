@@ -18,6 +18,10 @@ use std::time::Instant;
 
 const NOT_RUN: u64 = u64::MAX;
 
+/// Idle gaps shorter than this (ns) are not drawn: between consecutive groups of
+/// one task they are the loop and the clock reads themselves.
+pub const MIN_IDLE_NS: u64 = 500;
+
 struct Slot {
     worker: AtomicU64,
     start_ns: AtomicU64,
@@ -145,7 +149,8 @@ impl LaunchTrace {
     }
 
     /// The Chrome trace-event JSON: one track per worker with an `X` event per
-    /// group and per idle gap, plus a `launch` track spanning the whole call.
+    /// group and per idle gap (of at least [`MIN_IDLE_NS`]), plus a `launch`
+    /// track spanning the whole call. Times are µs from the launch's start.
     pub fn to_chrome_json(&self, title: &str) -> Value {
         const PID: u64 = 1;
         let launch_tid = self.workers.max(self.active_workers()) as u64 + 1;
@@ -188,7 +193,7 @@ impl LaunchTrace {
             mine.sort_by_key(|g| g.start_ns);
             let mut t = 0u64;
             for g in &mine {
-                if g.start_ns > t {
+                if g.start_ns >= t + MIN_IDLE_NS {
                     ev.push(idle(PID, w, t, g.start_ns));
                 }
                 ev.push(
@@ -199,7 +204,7 @@ impl LaunchTrace {
                 );
                 t = t.max(g.end_ns);
             }
-            if self.launch_ns > t {
+            if self.launch_ns >= t + MIN_IDLE_NS {
                 ev.push(idle(PID, w, t, self.launch_ns));
             }
         }

@@ -52,6 +52,10 @@ pub(super) struct RunArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Write a Chrome trace-event timeline of one (hot) launch to FILE.json: which
+    /// worker ran which work-group, when, and its idle gaps (open in Perfetto).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -101,6 +105,9 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     if args.reps == 0 {
         return Err(Error::BadArgument("--reps must be at least 1".into()));
     }
+    if let Some(path) = &args.trace {
+        crate::bench::report::check_writable(path)?;
+    }
     let planned = default_config(op, &shape, backend.width());
     let config = LaunchConfig {
         local: args.local.unwrap_or(planned.local),
@@ -136,6 +143,21 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         return Err(e);
     }
     let p50 = median(&times);
+    if let Some(path) = &args.trace {
+        let trace = crate::bench::trace::trace_launch(&runtime, &launch, grain, &mut out)?;
+        let title = format!("taskgrain run {op} {shape}");
+        let json = serde_json::to_string(&trace.to_chrome_json(&title)).expect("trace serializes");
+        crate::bench::report::write_atomic(path, json.as_bytes())?;
+        eprintln!(
+            "taskgrain: trace of one launch ({} groups, {} tasks, {} of {} workers ran groups, {:.1} µs) written to {}",
+            trace.groups.len(),
+            trace.stats.tasks,
+            trace.active_workers(),
+            trace.workers,
+            trace.launch_ns as f64 / 1e3,
+            path.display()
+        );
+    }
     let bytes = ops::traffic_bytes(op, &shape);
     let check = args.check.then(|| {
         let reference = ops::reference(inputs.view(), &shape);
