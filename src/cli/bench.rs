@@ -84,10 +84,10 @@ struct ReportArgs {
     #[arg(long)]
     width: Option<usize>,
     /// Full-packet specialization on or off.
-    #[arg(long, default_value = "on", value_parser = parse_switch)]
+    #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     full_packet: bool,
     /// Fusion on or off (on is not implemented yet).
-    #[arg(long, default_value = "off", value_parser = parse_switch)]
+    #[arg(long, default_value = "off", value_parser = parse_switch, action = clap::ArgAction::Set)]
     fusion: bool,
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]

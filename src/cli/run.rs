@@ -38,7 +38,7 @@ pub(super) struct RunArgs {
     #[arg(long)]
     oversubscribe: bool,
     /// Full-packet specialization on or off.
-    #[arg(long, default_value = "on", value_parser = parse_switch)]
+    #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     full_packet: bool,
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]
