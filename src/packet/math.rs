@@ -69,6 +69,8 @@ const EXP_C: [f32; 7] = [
 const EXP_LO: f32 = -120.0;
 /// Above this, exp overflows to +inf.
 const EXP_HI: f32 = 89.0;
+/// Below this, eˣ rounds to +0 (e^−103.98 is half the smallest subnormal).
+const EXP_ZERO: f32 = -104.0;
 
 /// Evaluates `c[0] + c[1]·t + … ` by Horner's rule with fused multiply-adds.
 #[inline(always)]
@@ -97,10 +99,15 @@ fn exp_parts<P: Packet>(p: P, x: P::V) -> (P::V, P::V) {
 /// exp(±0) = 1, exp(−inf) = 0, exp(+inf) = +inf, NaN → NaN.
 #[inline(always)]
 pub fn exp<P: Packet>(p: P, x: P::V) -> P::V {
+    // Lanes whose result is certainly 0 (x < −104, e.g. the −inf of a softmax mask)
+    // compute e⁰ instead and are zeroed at the end: scaling to zero through the
+    // subnormal range would cost a microcode assist per packet on x86.
+    let zero = p.lt(x, p.splat(EXP_ZERO));
     // max/min have the x86 rule: a NaN `x` becomes EXP_LO here and is restored below.
     let xc = p.min(p.max(x, p.splat(EXP_LO)), p.splat(EXP_HI));
+    let xc = p.select(zero, p.zero(), xc);
     let (q, n) = exp_parts(p, xc);
-    let y = p.mul_pow2(q, n);
+    let y = p.select(zero, p.zero(), p.mul_pow2(q, n));
     p.select(p.is_nan(x), x, y)
 }
 
@@ -244,14 +251,20 @@ pub fn gelu<P: Packet>(p: P, x: P::V) -> P::V {
         p.mul(u, erf_small_rest(p, u)),
     );
     let a = p.abs(u);
-    let half_x = p.mul(x, p.splat(0.5));
-    let erfc = exp_nonpos(p, p.fnma(x, half_x, erfc_s(p, a)));
     let big = p.le(p.splat(ERF_SMALL), a);
-    let one_plus_erf = p.select(
-        big,
-        p.select(p.lt(u, p.zero()), erfc, p.sub(p.splat(2.0), erfc)),
-        p.add(p.splat(1.0), small),
-    );
+    // Most packets of N(0,1)-like data have no lane in the tail: skip its exp then.
+    // The lanes' values are the same either way, so results do not depend on it.
+    let one_plus_erf = if p.any(big) {
+        let half_x = p.mul(x, p.splat(0.5));
+        let erfc = exp_nonpos(p, p.fnma(x, half_x, erfc_s(p, a)));
+        p.select(
+            big,
+            p.select(p.lt(u, p.zero()), erfc, p.sub(p.splat(2.0), erfc)),
+            p.add(p.splat(1.0), small),
+        )
+    } else {
+        p.add(p.splat(1.0), small)
+    };
     let xh = p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5));
     let y = p.mul(xh, one_plus_erf);
     p.select(p.is_nan(x), x, y)

@@ -276,8 +276,10 @@ fn measure(f: Func, inputs: &[f32], region: Region, nregions: usize) -> Vec<(Bac
                     .position(|&s| s.is_scalar() && s.width() == b.width())
                     .expect("a scalar backend of every width");
                 for (k, (&yb, &ys)) in outs[i].iter().zip(&outs[s]).enumerate() {
+                    // NaN payloads and the quiet bit are not preserved by Rust's (LLVM's)
+                    // float semantics, so two NaNs count as the same result.
                     assert!(
-                        yb.to_bits() == ys.to_bits(),
+                        yb.to_bits() == ys.to_bits() || (yb.is_nan() && ys.is_nan()),
                         "{f:?}({:e}): {} gives {yb:e} ({:#x}), {} gives {ys:e} ({:#x})",
                         x[k],
                         b.name(),

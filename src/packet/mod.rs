@@ -3,8 +3,8 @@
 //! Widths and their instruction sets:
 //! - W16: AVX-512F ([`x86::Avx512`]),
 //! - W8: AVX2 + FMA ([`x86::Avx2`]),
-//! - W4: SSE4.1 + FMA-free SSE ([`x86::Sse41`]) — on other architectures W4 falls back to
-//!   the scalar backend,
+//! - W4: 128-bit SSE4.1 with FMA ([`x86::Sse41`]) — on CPUs without FMA and on other
+//!   architectures W4 falls back to the scalar backend,
 //! - any width: [`scalar::Scalar`], a portable fallback with the same lane semantics
 //!   (fused multiply-add, x86 min/max, the same horizontal-reduction tree), used where the
 //!   CPU has no SIMD backend and in tests as a second opinion.
@@ -119,6 +119,8 @@ pub trait Packet: Copy + Send + Sync + 'static {
     fn is_nan(self, a: Self::V) -> Self::M;
     /// Lanes where `m` or `n` holds.
     fn or_mask(self, m: Self::M, n: Self::M) -> Self::M;
+    /// `true` if any lane of `m` is set (lets a kernel skip a rare slow path).
+    fn any(self, m: Self::M) -> bool;
     /// Per lane `if m { a } else { b }`.
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
 

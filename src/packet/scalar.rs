@@ -160,6 +160,10 @@ impl<const W: usize> Packet for Scalar<W> {
         std::array::from_fn(|i| m[i] | n[i])
     }
     #[inline(always)]
+    fn any(self, m: Self::M) -> bool {
+        m.iter().any(|&b| b)
+    }
+    #[inline(always)]
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V {
         std::array::from_fn(|i| if m[i] { a[i] } else { b[i] })
     }

@@ -214,6 +214,10 @@ impl Packet for Sse41 {
         feature_ops!(_mm_or_ps(m, n))
     }
     #[inline(always)]
+    fn any(self, m: __m128) -> bool {
+        feature_ops!(_mm_movemask_ps(m) != 0)
+    }
+    #[inline(always)]
     fn select(self, m: __m128, a: __m128, b: __m128) -> __m128 {
         feature_ops!(_mm_blendv_ps(b, a, m))
     }
@@ -376,6 +380,10 @@ impl Packet for Avx2 {
         feature_ops!(_mm256_or_ps(m, n))
     }
     #[inline(always)]
+    fn any(self, m: __m256) -> bool {
+        feature_ops!(_mm256_movemask_ps(m) != 0)
+    }
+    #[inline(always)]
     fn select(self, m: __m256, a: __m256, b: __m256) -> __m256 {
         feature_ops!(_mm256_blendv_ps(b, a, m))
     }
@@ -487,8 +495,8 @@ impl Packet for Avx512 {
     }
     #[inline(always)]
     fn copysign(self, mag: __m512, sign: __m512) -> __m512 {
-        // ternary logic 0xE4: take bits of `sign` where the mask is set, else of `mag`.
-        feature_ops!(_mm512_castsi512_ps(_mm512_ternarylogic_epi32::<0xE4>(
+        // ternary logic 0xCA = a ? b : c per bit: the sign bit from `sign`, the rest from `mag`.
+        feature_ops!(_mm512_castsi512_ps(_mm512_ternarylogic_epi32::<0xCA>(
             _mm512_set1_epi32(i32::MIN),
             _mm512_castps_si512(sign),
             _mm512_castps_si512(mag)
@@ -535,6 +543,10 @@ impl Packet for Avx512 {
     #[inline(always)]
     fn or_mask(self, m: __mmask16, n: __mmask16) -> __mmask16 {
         m | n
+    }
+    #[inline(always)]
+    fn any(self, m: __mmask16) -> bool {
+        m != 0
     }
     #[inline(always)]
     fn select(self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
