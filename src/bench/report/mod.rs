@@ -27,10 +27,7 @@ pub mod model;
 pub mod plot;
 pub mod stats;
 
-// TEMPORARY: switch this line to `crate::plan::{Plan, Planner, Strategy}` when
-// the planner lands, and delete planner_stub.rs.
-mod planner_stub;
-pub use planner_stub::{Plan, Planner, Strategy};
+pub use crate::plan::{Plan, Planner, Strategy};
 
 pub use harness::{CandidateSet, Harness, Progress, ReportConfig, SectionSpec};
 pub use lang::Lang;
