@@ -1,0 +1,89 @@
+//! Real kernels through the pool: output bytes identical for every grain and
+//! worker count (including oversubscribed pools), for every native backend.
+
+use taskgrain::bench::suites::seed_cases;
+use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
+use taskgrain::packet::Backend;
+use taskgrain::pool::{Grain, PoolConfig};
+use taskgrain::runtime::{Runtime, RuntimeConfig};
+use taskgrain::simt::PacketMode;
+
+fn runtime(workers: usize, width: usize) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        pool: PoolConfig {
+            oversubscribe: true,
+            ..PoolConfig::with_workers(workers)
+        },
+        width: Some(width),
+        mode: PacketMode::FullPacket,
+    })
+    .unwrap()
+}
+
+fn hash(rt: &Runtime, inputs: &OwnedInputs, config: LaunchConfig, grain: Grain) -> String {
+    let shape = inputs.shape();
+    let launch = rt.prepare(inputs.view(), &shape, config).unwrap();
+    let mut out = vec![f32::NAN; ops::output_len(&shape)];
+    rt.launch(&launch, grain, &mut out).unwrap();
+    ops::output_hash(&out)
+}
+
+const GRAINS: [u32; 5] = [0, 1, 3, 7, u32::MAX];
+
+#[test]
+fn issue_rows_are_byte_identical_across_grains_and_workers() {
+    for (op, s) in [
+        (Op::RmsNorm, "129x768"),
+        (Op::Attention, "1x4x2x16x32x16x16"),
+    ] {
+        let shape = Shape::parse(op, s).unwrap();
+        let inputs = OwnedInputs::generate(op, shape, 1).unwrap();
+        for b in Backend::all_native() {
+            let w = b.width();
+            let config = match op {
+                Op::Attention => LaunchConfig {
+                    local: 16usize.div_ceil(w) * w,
+                    block: 4,
+                },
+                _ => LaunchConfig {
+                    local: 8,
+                    block: 32,
+                },
+            };
+            let mut seen = None;
+            for workers in [1, 2, 8] {
+                let rt = runtime(workers, w);
+                for g in GRAINS {
+                    let h = hash(&rt, &inputs, config, Grain::from_u32(g));
+                    let first = seen.get_or_insert_with(|| h.clone());
+                    assert_eq!(&h, first, "{op} {s} W{w} workers {workers} grain {g}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_seed_row_is_identical_on_the_pool_and_on_the_caller() {
+    let b = Backend::best(8);
+    let rt = runtime(3, b.width());
+    for (op, shape) in seed_cases() {
+        if ops::output_len(&shape) > 1 << 20 {
+            continue;
+        }
+        let inputs = OwnedInputs::generate(op, shape, 2).unwrap();
+        let config = taskgrain::plan::default_config(op, &shape, b.width());
+        let config = LaunchConfig {
+            block: config.block.div_ceil(4).max(1),
+            ..config
+        };
+        let caller = hash(&rt, &inputs, config, Grain::Caller);
+        for g in [0, 1, 2] {
+            assert_eq!(
+                hash(&rt, &inputs, config, Grain::from_u32(g)),
+                caller,
+                "{op} {shape} grain {g}"
+            );
+        }
+    }
+}
