@@ -32,3 +32,14 @@ pub fn isa_features() -> Vec<&'static str> {
     }
     v
 }
+
+/// The 1-minute load average (Linux `/proc/loadavg`), if known: other work on
+/// the machine while a benchmark runs, which the report states.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

@@ -229,6 +229,8 @@ impl Harness {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            load_start: None,
+            load_end: crate::bench::machine::load_average(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
@@ -247,12 +249,16 @@ impl Harness {
         for s in specs {
             s.check()?;
         }
+        let load_start = crate::bench::machine::load_average();
         let mut sections = Vec::with_capacity(specs.len());
         for s in specs {
             sections.push(self.run_section(s, progress)?);
         }
         Ok(Report {
-            meta: self.meta(),
+            meta: Meta {
+                load_start,
+                ..self.meta()
+            },
             sections,
         })
     }

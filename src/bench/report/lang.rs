@@ -104,6 +104,24 @@ impl Lang {
         }
     }
 
+    /// The load-average sentence (empty when unknown).
+    pub fn load(self, m: &Meta) -> String {
+        let (Some(a), Some(b)) = (m.load_start, m.load_end) else {
+            return String::new();
+        };
+        match self {
+            Lang::En => format!(
+                " Load average (1 min): {a:.2} at the start, {b:.2} at the end \
+                 (above 0 means other work shared the {} cores).",
+                m.cores
+            ),
+            Lang::Zh => format!(
+                "1 分钟平均负载：开始时 {a:.2}，结束时 {b:.2}（大于 0 表示有其他任务共用这 {} 个核）。",
+                m.cores
+            ),
+        }
+    }
+
     /// The caption under a section's heading.
     pub fn caption(self, s: &SectionResult) -> String {
         match (self, s.name.as_str(), s.fixed) {
@@ -220,12 +238,14 @@ impl Lang {
     }
 
     /// Axis caption of the plot.
-    pub fn plot_axis(self) -> &'static str {
+    pub fn plot_axis(self, num: &str, den: &str) -> String {
         match self {
-            Lang::En => {
-                "paired ratio (log scale; < 1: numerator faster), dot = median, bar = min–max over rounds"
-            }
-            Lang::Zh => "配对比值（对数坐标；< 1 表示分子更快），点 = 中位数，横条 = 各轮最小–最大",
+            Lang::En => format!(
+                "paired ratio, log scale (< 1: {num} faster than {den}); dot = median, bar = min–max over rounds"
+            ),
+            Lang::Zh => format!(
+                "配对比值，对数坐标（< 1 表示 {num} 比 {den} 快）；点 = 中位数，横条 = 各轮最小–最大"
+            ),
         }
     }
 

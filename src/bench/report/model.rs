@@ -88,6 +88,10 @@ pub struct Meta {
     pub cpu: String,
     /// SIMD features the CPU reports.
     pub isa: Vec<String>,
+    /// 1-minute load average when the run started (other work on the machine).
+    pub load_start: Option<f64>,
+    /// 1-minute load average when the run ended.
+    pub load_end: Option<f64>,
     /// taskgrain version.
     pub version: String,
 }

@@ -84,7 +84,7 @@ fn panel(s: &mut String, sec: &SectionResult, top: f64, lang: Lang, cpu: &str) -
         s,
         r##"<text x="10" y="{:.1}" fill="#555">{} — {}</text>"##,
         top + 34.0,
-        esc(lang.plot_axis()),
+        esc(&lang.plot_axis(&sec.ratio.num, &sec.ratio.den)),
         esc(cpu)
     );
     let rows_top = top + TITLE_H;
