@@ -92,6 +92,10 @@ struct ReportArgs {
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Pin the calling thread to the first allowed CPU while measuring (the
+    /// pool's helpers are pinned to the others).
+    #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
+    pin_caller: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Md)]
     format: FormatArg,
@@ -124,6 +128,7 @@ fn run_report(a: ReportArgs) -> Result<Outcome> {
         full_packet: a.full_packet,
         fusion: a.fusion,
         seed: a.seed,
+        pin_caller: a.pin_caller,
     };
     cfg.validate()?;
     // Refuse an unwritable destination before a run of several minutes.

@@ -1,6 +1,7 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
 //! warm-up, then rounds of interleaved timing with the candidate order rotated.
 
+use super::affinity::CallerPin;
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, RatioSpec, Report, RowResult, SectionResult,
 };
@@ -34,6 +35,9 @@ pub struct ReportConfig {
     pub fusion: bool,
     /// Seed of the generated inputs.
     pub seed: u64,
+    /// Pin the calling thread to the first allowed CPU while measuring (the
+    /// pool's helpers are pinned to the others); see [`super::affinity`].
+    pub pin_caller: bool,
 }
 
 impl Default for ReportConfig {
@@ -47,6 +51,7 @@ impl Default for ReportConfig {
             full_packet: true,
             fusion: false,
             seed: 1,
+            pin_caller: true,
         }
     }
 }
@@ -230,6 +235,7 @@ impl Harness {
                 .map(String::from)
                 .collect(),
             load_start: None,
+            caller_cpu: None,
             load_end: crate::bench::machine::load_average(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
@@ -250,6 +256,11 @@ impl Harness {
             s.check()?;
         }
         let load_start = crate::bench::machine::load_average();
+        let pin = if self.cfg.pin_caller {
+            CallerPin::first_allowed()
+        } else {
+            CallerPin::none()
+        };
         let mut sections = Vec::with_capacity(specs.len());
         for s in specs {
             sections.push(self.run_section(s, progress)?);
@@ -257,6 +268,7 @@ impl Harness {
         Ok(Report {
             meta: Meta {
                 load_start,
+                caller_cpu: pin.cpu(),
                 ..self.meta()
             },
             sections,

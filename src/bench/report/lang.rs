@@ -122,6 +122,16 @@ impl Lang {
         }
     }
 
+    /// Where the calling thread ran.
+    pub fn pinning(self, m: &Meta) -> String {
+        match (self, m.caller_cpu) {
+            (Lang::En, Some(c)) => format!(" The calling thread was pinned to CPU {c}."),
+            (Lang::En, None) => " The calling thread was not pinned.".into(),
+            (Lang::Zh, Some(c)) => format!("调用线程固定在 CPU {c} 上。"),
+            (Lang::Zh, None) => "调用线程未固定 CPU。".into(),
+        }
+    }
+
     /// The caption under a section's heading.
     pub fn caption(self, s: &SectionResult) -> String {
         match (self, s.name.as_str(), s.fixed) {

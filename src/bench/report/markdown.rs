@@ -9,7 +9,13 @@ pub fn render(r: &Report, lang: Lang) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", lang.title());
     let _ = writeln!(s, "{}\n", lang.settings(&r.meta));
-    let _ = writeln!(s, "{}{}\n", lang.machine(&r.meta), lang.load(&r.meta));
+    let _ = writeln!(
+        s,
+        "{}{}{}\n",
+        lang.machine(&r.meta),
+        lang.pinning(&r.meta),
+        lang.load(&r.meta)
+    );
     for sec in &r.sections {
         render_section(&mut s, sec, lang);
     }

@@ -18,6 +18,7 @@
 //! # Ok::<(), taskgrain::Error>(())
 //! ```
 
+pub mod affinity;
 pub mod csv;
 pub mod harness;
 pub mod json;

@@ -92,6 +92,8 @@ pub struct Meta {
     pub load_start: Option<f64>,
     /// 1-minute load average when the run ended.
     pub load_end: Option<f64>,
+    /// The CPU the calling thread was pinned to while measuring (`null`: not pinned).
+    pub caller_cpu: Option<usize>,
     /// taskgrain version.
     pub version: String,
 }
