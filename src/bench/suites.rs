@@ -43,14 +43,7 @@ impl Suite {
             Suite::Validation => {
                 let sizes = [(3, 1024), (129, 768), (257, 1538), (4096, 1024)];
                 let mut v = Vec::new();
-                for op in [
-                    Op::RmsNorm,
-                    Op::LayerNorm,
-                    Op::MaskedSoftmax,
-                    Op::SwiGlu,
-                    Op::GeluResidual,
-                    Op::Rope,
-                ] {
+                for op in row_ops() {
                     v.extend(rows(op, &sizes));
                 }
                 for s in ["1x4x2x16x32x16x16", "1x4x1x64x128x32x32"] {
@@ -61,20 +54,9 @@ impl Suite {
                 }
                 v
             }
-            Suite::FixedGrain => {
-                let mut v = Vec::new();
-                for op in [
-                    Op::RmsNorm,
-                    Op::LayerNorm,
-                    Op::MaskedSoftmax,
-                    Op::SwiGlu,
-                    Op::GeluResidual,
-                    Op::Rope,
-                ] {
-                    v.extend(rows(op, &[(17, 66), (129, 768), (1024, 4096)]));
-                }
-                v
-            }
+            Suite::FixedGrain => row_ops()
+                .flat_map(|op| rows(op, &[(17, 66), (129, 768), (1024, 4096)]))
+                .collect(),
         }
     }
 }
@@ -91,6 +73,11 @@ impl std::str::FromStr for Suite {
                 ))
             })
     }
+}
+
+/// The six row operators, in the seed's order.
+fn row_ops() -> impl Iterator<Item = Op> {
+    Op::ALL.into_iter().filter(|op| op.is_row_op())
 }
 
 /// Every distinct op/shape of the three suites, in first-seen order.
