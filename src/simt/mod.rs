@@ -41,36 +41,6 @@ impl PacketMode {
     }
 }
 
-/// Geometry of a row-operator launch: work-items per group and rows per group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Geometry {
-    /// Work-items per group; they stride across the columns of a row.
-    pub local: usize,
-    /// Rows owned by one work-group.
-    pub block: usize,
-}
-
-impl Geometry {
-    /// A geometry, rejecting `local` or `block` of 0.
-    pub fn new(local: usize, block: usize) -> Result<Self> {
-        if local == 0 {
-            return Err(Error::BadGeometry("local must be at least 1".into()));
-        }
-        if block == 0 {
-            return Err(Error::BadGeometry("block must be at least 1".into()));
-        }
-        Ok(Geometry { local, block })
-    }
-
-    /// The `whole` geometry: one group per row, `local` = the row rounded up to `width`.
-    pub fn whole(cols: usize, width: usize) -> Self {
-        Geometry {
-            local: cols.div_ceil(width).max(1) * width,
-            block: 1,
-        }
-    }
-}
-
 /// How the output of a launch is cut into work-groups.
 ///
 /// The output is `segments` segments of `seg_rows` rows of `row_len` elements;
@@ -291,8 +261,6 @@ mod tests {
         assert!(Tiling::rows(0, 4, 1).is_err());
         assert!(Tiling::rows(4, 0, 1).is_err());
         assert!(Tiling::rows(4, 4, 0).is_err());
-        assert!(Geometry::new(0, 1).is_err());
-        assert!(Geometry::new(1, 0).is_err());
     }
 
     #[test]
