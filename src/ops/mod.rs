@@ -56,8 +56,9 @@ pub struct Prepared<'a> {
     mode: PacketMode,
 }
 
-/// The columns a row operator's schedule covers (rope strides over the C/2 pairs).
-fn schedule_cols(op: Op, cols: usize) -> usize {
+/// The columns a row operator's SIMT schedule covers: C, except rope, whose
+/// work-items stride over the C/2 rotation pairs.
+pub fn schedule_cols(op: Op, cols: usize) -> usize {
     if op == Op::Rope { cols / 2 } else { cols }
 }
 

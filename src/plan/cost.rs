@@ -100,7 +100,7 @@ fn group_compute_us(
     let w = width as f64;
     match *shape {
         Shape::Rows { cols, .. } => {
-            let sched = if op == Op::Rope { cols / 2 } else { cols };
+            let sched = crate::ops::schedule_cols(op, cols);
             let local = config.local;
             let slots = local.div_ceil(width);
             let steps = sched.div_ceil(local);
@@ -210,7 +210,7 @@ impl CostModel {
     pub fn whole_config(op: Op, shape: &Shape, width: usize) -> LaunchConfig {
         match *shape {
             Shape::Rows { cols, .. } => {
-                let sched = if op == Op::Rope { cols / 2 } else { cols };
+                let sched = crate::ops::schedule_cols(op, cols);
                 LaunchConfig {
                     local: sched.div_ceil(width) * width,
                     block: 1,

@@ -23,7 +23,7 @@ const TARGET_GROUP_ELEMS: usize = 16 * 1024;
 pub fn default_config(op: Op, shape: &Shape, width: usize) -> LaunchConfig {
     match *shape {
         Shape::Rows { rows, cols } => {
-            let sched_cols = if op == Op::Rope { cols / 2 } else { cols };
+            let sched_cols = crate::ops::schedule_cols(op, cols);
             LaunchConfig {
                 local: sched_cols.div_ceil(width).max(1) * width,
                 block: (TARGET_GROUP_ELEMS / cols.max(1)).clamp(1, rows),

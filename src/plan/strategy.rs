@@ -136,7 +136,7 @@ impl Planner {
         let w = self.backend.width();
         match *shape {
             Shape::Rows { cols, .. } => {
-                let sched = if op == Op::Rope { cols / 2 } else { cols };
+                let sched = crate::ops::schedule_cols(op, cols);
                 let row = sched.div_ceil(w) * w;
                 let mut v = Vec::new();
                 let mut l = w;
