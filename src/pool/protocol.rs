@@ -519,13 +519,14 @@ impl Shared {
         {
             // The model of the spin phase: one poll while advertised as spinning
             // (so loom explores the caller pre-assigning a share to us).
+            // The hint stays up through the visit, as below.
             let spinning = &self.slots[me].spinning;
             spinning.store(true, Ordering::Relaxed);
             let e = epoch.load(Ordering::Acquire);
-            spinning.store(false, Ordering::Relaxed);
             if e != seen {
                 return e;
             }
+            spinning.store(false, Ordering::Relaxed);
         }
         #[cfg(not(loom))]
         {
@@ -550,10 +551,12 @@ impl Shared {
             } else {
                 spin_until(self.tuning.spin, &mut poll)
             };
-            spinning.store(false, Ordering::Relaxed);
             if found {
+                // Still awake: the hint stays up through the visit, so a launch
+                // published while we look for work gives us a share too.
                 return e;
             }
+            spinning.store(false, Ordering::Relaxed);
         }
         loop {
             self.sleepers.0.fetch_add(1, Ordering::Relaxed);
