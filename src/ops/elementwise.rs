@@ -20,6 +20,7 @@ struct Binary<'r, P: Packet, F: BinaryFn> {
     a: &'r [f32],
     b: &'r [f32],
     y: &'r mut [f32],
+    stream: bool,
     f: std::marker::PhantomData<F>,
 }
 
@@ -28,7 +29,7 @@ impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
         let v = F::apply(p, p.load(&self.a[col..]), p.load(&self.b[col..]));
-        p.store(&mut self.y[col..], v);
+        p.store_result(&mut self.y[col..], v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -77,6 +78,7 @@ impl RowKernel for SwiGlu<'_> {
             a: &self.g[r * c..(r + 1) * c],
             b: &self.u[r * c..(r + 1) * c],
             y,
+            stream: sched.streams(),
             f: std::marker::PhantomData::<SwiGluFn>,
         });
     }
@@ -108,6 +110,7 @@ impl RowKernel for GeluResidual<'_> {
             a: &self.x[r * c..(r + 1) * c],
             b: &self.r[r * c..(r + 1) * c],
             y,
+            stream: sched.streams(),
             f: std::marker::PhantomData::<GeluResidualFn>,
         });
     }
@@ -135,6 +138,7 @@ struct Rotate<'r, P: Packet> {
     sin: &'r [f32],
     y: &'r mut [f32],
     half: usize,
+    stream: bool,
 }
 
 impl<P: Packet> Rotate<'_, P> {
@@ -156,8 +160,8 @@ impl<P: Packet> PacketVisitor for Rotate<'_, P> {
             p.load(&self.cos[col..]),
             p.load(&self.sin[col..]),
         );
-        p.store(&mut self.y[col..], y1);
-        p.store(&mut self.y[h + col..], y2);
+        p.store_result(&mut self.y[col..], y1, self.stream);
+        p.store_result(&mut self.y[h + col..], y2, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -186,6 +190,7 @@ impl RowKernel for Rope<'_> {
             sin: &self.sin[r * half..(r + 1) * half],
             y,
             half,
+            stream: sched.streams(),
         });
     }
 }

@@ -80,6 +80,7 @@ struct Affine<'r, P: Packet> {
     mean: P::V,
     delta: P::V,
     rstd: P::V,
+    stream: bool,
 }
 
 impl<P: Packet> PacketVisitor for Affine<'_, P> {
@@ -91,7 +92,7 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
             self.rstd,
         );
         let v = p.fma(n, p.load(&self.w[col..]), p.load(&self.b[col..]));
-        p.store(&mut self.y[col..], v);
+        p.store_result(&mut self.y[col..], v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -139,6 +140,7 @@ impl RowKernel for LayerNorm<'_> {
             mean: p.splat(mean),
             delta: p.splat(delta),
             rstd: p.splat(rstd),
+            stream: sched.streams(),
         });
     }
 }

@@ -62,6 +62,16 @@ pub fn schedule_cols(op: Op, cols: usize) -> usize {
     if op == Op::Rope { cols / 2 } else { cols }
 }
 
+/// Outputs of at least this many bytes are written with non-temporal stores:
+/// with the inputs they no longer fit in the last-level cache, so nobody will read
+/// them from there, and streaming saves the read-for-ownership of every line.
+pub const STREAM_MIN_BYTES: usize = 8 << 20;
+
+/// Whether an output of `elems` f32s is written with non-temporal stores.
+pub fn streams_output(elems: usize) -> bool {
+    elems.saturating_mul(4) >= STREAM_MIN_BYTES
+}
+
 /// Prepares one launch of `inputs`' operator.
 ///
 /// Errors: `local` or `block` of 0, or (attention) a `local` other than the one its
@@ -85,7 +95,8 @@ pub fn prepare<'a>(
     let (tiling, sched) = match *shape {
         Shape::Rows { rows, cols } => (
             Tiling::rows(rows, cols, config.block)?,
-            RowSchedule::new(schedule_cols(op, cols), config.local, w, mode),
+            RowSchedule::new(schedule_cols(op, cols), config.local, w, mode)
+                .with_stream(streams_output(rows * cols)),
         ),
         Shape::Attention(a) => {
             let local = attention::local_for(&a, w);
@@ -154,8 +165,23 @@ impl Prepared<'_> {
         self.mode
     }
 
+    /// Whether the final results are written with non-temporal stores.
+    pub fn streams(&self) -> bool {
+        self.sched.streams()
+    }
+
+    /// Overrides the streaming choice [`prepare`] made from the output size
+    /// (row operators; attention never streams), e.g. to measure what it gains.
+    pub fn with_stream(mut self, stream: bool) -> Self {
+        if !matches!(self.kernel, Kernel::Attention(_)) {
+            self.sched = self.sched.with_stream(stream);
+        }
+        self
+    }
+
     /// An identifier of the compiled kernel variant this launch runs, e.g.
-    /// `rmsnorm/avx2-w8/full-packet`. Launches with equal identifiers run the same code.
+    /// `rmsnorm/avx2-w8/full-packet` (with `/stream` when the output is written
+    /// with non-temporal stores). Launches with equal identifiers run the same code.
     pub fn variant(&self) -> String {
         let op = match self.kernel {
             Kernel::RmsNorm(_) => Op::RmsNorm,
@@ -171,7 +197,8 @@ impl Prepared<'_> {
         } else {
             "all-masked"
         };
-        format!("{op}/{}/{mode}", self.backend.name())
+        let stores = if self.sched.streams() { "/stream" } else { "" };
+        format!("{op}/{}/{mode}{stores}", self.backend.name())
     }
 
     /// Runs work-group `group`, writing `out`, which must be exactly that group's

@@ -44,6 +44,7 @@ struct Scale<'r, P: Packet> {
     w: &'r [f32],
     y: &'r mut [f32],
     s: P::V,
+    stream: bool,
 }
 
 impl<P: Packet> PacketVisitor for Scale<'_, P> {
@@ -54,7 +55,7 @@ impl<P: Packet> PacketVisitor for Scale<'_, P> {
             p.mul(p.load(&self.x[col..]), self.s),
             p.load(&self.w[col..]),
         );
-        p.store(&mut self.y[col..], v);
+        p.store_result(&mut self.y[col..], v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -84,6 +85,7 @@ impl RowKernel for RmsNorm<'_> {
             w: self.w,
             y,
             s: p.splat(s),
+            stream: sched.streams(),
         });
     }
 }

@@ -27,6 +27,11 @@ impl<K: RowKernel> WithPacket for GroupRun<'_, '_, K> {
         for (y, r) in self.out.chunks_exact_mut(len).zip(self.rows) {
             self.kernel.row(p, &self.sched, r, y);
         }
+        if self.sched.streams() {
+            // Non-temporal stores are weakly ordered: make them visible before
+            // the pool reports this group done.
+            p.stream_fence();
+        }
     }
 }
 
@@ -58,25 +63,26 @@ pub fn run_group<K: RowKernel>(
 /// `acc[i] += acc[i + a/2]` until one is left.
 #[inline(always)]
 pub fn fold<P: Packet>(p: P, acc: &mut [P::V; 8], a: usize) -> P::V {
-    let mut n = a;
-    while n > 1 {
-        n /= 2;
-        for i in 0..n {
-            acc[i] = p.add(acc[i], acc[i + n]);
-        }
-    }
-    acc[0]
+    fold_with(acc, a, |x, y| p.add(x, y))
 }
 
 /// Folds packet maxima like [`fold`].
 #[inline(always)]
 pub fn fold_max<P: Packet>(p: P, acc: &mut [P::V; 8], a: usize) -> P::V {
-    let mut n = a;
-    while n > 1 {
-        n /= 2;
-        for i in 0..n {
-            acc[i] = p.max(acc[i], acc[i + n]);
+    fold_with(acc, a, |x, y| p.max(x, y))
+}
+
+/// The pairwise fold of [`fold`] with operation `f`, unrolled for each `a`.
+#[inline(always)]
+fn fold_with<V: Copy>(acc: &[V; 8], a: usize, f: impl Fn(V, V) -> V) -> V {
+    match a {
+        1 => acc[0],
+        2 => f(acc[0], acc[1]),
+        4 => f(f(acc[0], acc[2]), f(acc[1], acc[3])),
+        _ => {
+            let (a0, a1) = (f(acc[0], acc[4]), f(acc[1], acc[5]));
+            let (a2, a3) = (f(acc[2], acc[6]), f(acc[3], acc[7]));
+            f(f(a0, a2), f(a1, a3))
         }
     }
-    acc[0]
 }

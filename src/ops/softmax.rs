@@ -75,6 +75,7 @@ pub(crate) struct ScaleInPlace<'r, P: Packet> {
     pub p: P,
     pub y: &'r mut [f32],
     pub s: P::V,
+    pub stream: bool,
 }
 
 impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
@@ -82,7 +83,7 @@ impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
         let v = p.mul(p.load(&self.y[col..]), self.s);
-        p.store(&mut self.y[col..], v);
+        p.store_result(&mut self.y[col..], v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -125,6 +126,7 @@ impl RowKernel for MaskedSoftmax<'_> {
             p,
             y: es.y,
             s: p.splat(1.0 / sum),
+            stream: sched.streams(),
         });
     }
 }

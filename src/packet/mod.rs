@@ -75,6 +75,16 @@ pub trait Packet: Copy + Send + Sync + 'static {
     /// Orders earlier [`Packet::store_stream`] stores before later stores.
     #[inline(always)]
     fn stream_fence(self) {}
+    /// Stores `W` lanes of a kernel's final result: [`Packet::store_stream`] when
+    /// `stream`, else [`Packet::store`].
+    #[inline(always)]
+    fn store_result(self, s: &mut [f32], v: Self::V, stream: bool) {
+        if stream {
+            self.store_stream(s, v)
+        } else {
+            self.store(s, v)
+        }
+    }
 
     /// `a + b`.
     fn add(self, a: Self::V, b: Self::V) -> Self::V;

@@ -108,6 +108,23 @@ impl Packet for Sse41 {
         unsafe { _mm_storeu_ps(s.as_mut_ptr(), v) }
     }
     #[inline(always)]
+    fn store_stream(self, s: &mut [f32], v: __m128) {
+        let s = &mut s[..4];
+        let ptr = s.as_mut_ptr();
+        if ptr as usize % 16 == 0 {
+            // SAFETY: `s` holds 4 f32s at a 16-byte aligned address.
+            unsafe { _mm_stream_ps(ptr, v) }
+        } else {
+            // SAFETY: as in `store`.
+            unsafe { _mm_storeu_ps(ptr, v) }
+        }
+    }
+    #[inline(always)]
+    fn stream_fence(self) {
+        // SAFETY: SSE is baseline on x86_64.
+        unsafe { _mm_sfence() }
+    }
+    #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m128 {
         let mut buf = [fill; 4];
         buf[..n].copy_from_slice(&s[..n]);
@@ -258,6 +275,33 @@ impl Packet for Avx2 {
         let s = &mut s[..8];
         // SAFETY: `s` holds 8 f32s; unaligned store; features by token.
         unsafe { _mm256_storeu_ps(s.as_mut_ptr(), v) }
+    }
+    #[inline(always)]
+    fn store_stream(self, s: &mut [f32], v: __m256) {
+        let s = &mut s[..8];
+        let ptr = s.as_mut_ptr();
+        let addr = ptr as usize;
+        // Non-temporal stores need natural alignment; a 16-byte aligned row (what
+        // malloc guarantees) streams as two halves, which fill the same write-
+        // combining line as one full store would.
+        if addr % 32 == 0 {
+            // SAFETY: `s` holds 8 f32s at a 32-byte aligned address; AVX by token.
+            unsafe { _mm256_stream_ps(ptr, v) }
+        } else if addr % 16 == 0 {
+            // SAFETY: both halves lie inside `s` at 16-byte aligned addresses.
+            unsafe {
+                _mm_stream_ps(ptr, _mm256_castps256_ps128(v));
+                _mm_stream_ps(ptr.add(4), _mm256_extractf128_ps::<1>(v));
+            }
+        } else {
+            // SAFETY: as in `store`.
+            unsafe { _mm256_storeu_ps(ptr, v) }
+        }
+    }
+    #[inline(always)]
+    fn stream_fence(self) {
+        // SAFETY: SSE is baseline on x86_64.
+        unsafe { _mm_sfence() }
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m256 {
@@ -431,6 +475,33 @@ impl Packet for Avx512 {
         let s = &mut s[..16];
         // SAFETY: `s` holds 16 f32s; unaligned store; features by token.
         unsafe { _mm512_storeu_ps(s.as_mut_ptr(), v) }
+    }
+    #[inline(always)]
+    fn store_stream(self, s: &mut [f32], v: __m512) {
+        let s = &mut s[..16];
+        let ptr = s.as_mut_ptr();
+        let addr = ptr as usize;
+        // See `Avx2::store_stream`: stream in naturally aligned pieces.
+        if addr % 64 == 0 {
+            // SAFETY: `s` holds 16 f32s at a 64-byte aligned address; AVX-512F by token.
+            unsafe { _mm512_stream_ps(ptr, v) }
+        } else if addr % 16 == 0 {
+            // SAFETY: the four quarters lie inside `s` at 16-byte aligned addresses.
+            unsafe {
+                _mm_stream_ps(ptr, _mm512_extractf32x4_ps::<0>(v));
+                _mm_stream_ps(ptr.add(4), _mm512_extractf32x4_ps::<1>(v));
+                _mm_stream_ps(ptr.add(8), _mm512_extractf32x4_ps::<2>(v));
+                _mm_stream_ps(ptr.add(12), _mm512_extractf32x4_ps::<3>(v));
+            }
+        } else {
+            // SAFETY: as in `store`.
+            unsafe { _mm512_storeu_ps(ptr, v) }
+        }
+    }
+    #[inline(always)]
+    fn stream_fence(self) {
+        // SAFETY: SSE is baseline on x86_64.
+        unsafe { _mm_sfence() }
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m512 {

@@ -313,6 +313,10 @@ pub struct RowSchedule {
     width: usize,
     full_packet: bool,
     accumulators: usize,
+    stream: bool,
+    /// `cols / width` and `cols % width`, kept so a row never divides.
+    full_packets: usize,
+    tail: usize,
 }
 
 impl RowSchedule {
@@ -330,7 +334,22 @@ impl RowSchedule {
             width,
             full_packet: mode.full_packet(),
             accumulators,
+            stream: false,
+            full_packets: cols / width,
+            tail: cols % width,
         }
+    }
+
+    /// The same schedule, with the kernel's final results stored past the caches
+    /// (non-temporal stores) when `stream`: for outputs too large to be read
+    /// again from cache, this saves the read-for-ownership of every line.
+    pub fn with_stream(self, stream: bool) -> Self {
+        RowSchedule { stream, ..self }
+    }
+
+    /// Whether final results are stored with non-temporal stores.
+    pub fn streams(&self) -> bool {
+        self.stream
     }
 
     /// Number of packet accumulators `A` (1, 2, 4 or 8) a row reduction uses.
@@ -375,7 +394,7 @@ impl RowSchedule {
     #[inline(always)]
     fn contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
         let w = self.width;
-        let packets = self.cols / w;
+        let packets = self.full_packets;
         let mut q = 0;
         if self.full_packet {
             while q + 8 <= packets {
@@ -394,7 +413,7 @@ impl RowSchedule {
                 q += 1;
             }
         }
-        let tail = self.cols - packets * w;
+        let tail = self.tail;
         if tail > 0 {
             v.masked(packets * w, tail, packets % A);
         }

@@ -1,0 +1,30 @@
+//! One small launch on the caller, many times: for instruction counts
+//! (`valgrind --tool=callgrind target/release/examples/small_launch rmsnorm 17x65 10000`).
+
+use taskgrain::ops::{Op, OwnedInputs, Shape};
+use taskgrain::pool::Grain;
+use taskgrain::runtime::{Runtime, RuntimeConfig};
+
+fn main() -> Result<(), taskgrain::Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let op: Op = args.get(1).map_or("rmsnorm", String::as_str).parse()?;
+    let shape = Shape::parse(op, args.get(2).map_or("17x65", String::as_str))?;
+    let calls: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let rt = Runtime::new(RuntimeConfig {
+        width: Some(8),
+        ..RuntimeConfig::default()
+    })?;
+    let inputs = OwnedInputs::generate(op, shape, 1)?;
+    let config = taskgrain::plan::default_config(op, &shape, 8);
+    let launch = rt.prepare(inputs.view(), &shape, config)?;
+    let mut out = vec![0.0f32; taskgrain::ops::output_len(&shape)];
+    let t = std::time::Instant::now();
+    for _ in 0..calls {
+        rt.launch(&launch, Grain::Caller, &mut out)?;
+    }
+    println!(
+        "{:.3} µs per call",
+        t.elapsed().as_secs_f64() * 1e6 / calls as f64
+    );
+    Ok(())
+}
