@@ -111,7 +111,7 @@ impl Packet for Sse41 {
     fn store_stream(self, s: &mut [f32], v: __m128) {
         let s = &mut s[..4];
         let ptr = s.as_mut_ptr();
-        if ptr as usize % 16 == 0 {
+        if (ptr as usize).is_multiple_of(16) {
             // SAFETY: `s` holds 4 f32s at a 16-byte aligned address.
             unsafe { _mm_stream_ps(ptr, v) }
         } else {
@@ -284,10 +284,10 @@ impl Packet for Avx2 {
         // Non-temporal stores need natural alignment; a 16-byte aligned row (what
         // malloc guarantees) streams as two halves, which fill the same write-
         // combining line as one full store would.
-        if addr % 32 == 0 {
+        if addr.is_multiple_of(32) {
             // SAFETY: `s` holds 8 f32s at a 32-byte aligned address; AVX by token.
             unsafe { _mm256_stream_ps(ptr, v) }
-        } else if addr % 16 == 0 {
+        } else if addr.is_multiple_of(16) {
             // SAFETY: both halves lie inside `s` at 16-byte aligned addresses.
             unsafe {
                 _mm_stream_ps(ptr, _mm256_castps256_ps128(v));
@@ -482,10 +482,10 @@ impl Packet for Avx512 {
         let ptr = s.as_mut_ptr();
         let addr = ptr as usize;
         // See `Avx2::store_stream`: stream in naturally aligned pieces.
-        if addr % 64 == 0 {
+        if addr.is_multiple_of(64) {
             // SAFETY: `s` holds 16 f32s at a 64-byte aligned address; AVX-512F by token.
             unsafe { _mm512_stream_ps(ptr, v) }
-        } else if addr % 16 == 0 {
+        } else if addr.is_multiple_of(16) {
             // SAFETY: the four quarters lie inside `s` at 16-byte aligned addresses.
             unsafe {
                 _mm_stream_ps(ptr, _mm512_extractf32x4_ps::<0>(v));
