@@ -22,9 +22,7 @@ fn main() -> Result<(), taskgrain::Error> {
     for _ in 0..calls {
         rt.launch(&launch, Grain::Caller, &mut out)?;
     }
-    println!(
-        "{:.3} µs per call",
-        t.elapsed().as_secs_f64() * 1e6 / calls as f64
-    );
+    let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+    println!("{} {shape}: {us:.3} µs per call", launch.variant());
     Ok(())
 }

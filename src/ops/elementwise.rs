@@ -28,8 +28,8 @@ impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
-        let v = F::apply(p, p.load(&self.a[col..]), p.load(&self.b[col..]));
-        p.store_result(&mut self.y[col..], v, self.stream);
+        let v = F::apply(p, p.load_at(self.a, col), p.load_at(self.b, col));
+        p.store_result_at(self.y, col, v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -155,13 +155,13 @@ impl<P: Packet> PacketVisitor for Rotate<'_, P> {
         let p = self.p;
         let h = self.half;
         let (y1, y2) = self.rotate(
-            p.load(&self.x[col..]),
-            p.load(&self.x[h + col..]),
-            p.load(&self.cos[col..]),
-            p.load(&self.sin[col..]),
+            p.load_at(self.x, col),
+            p.load_at(self.x, h + col),
+            p.load_at(self.cos, col),
+            p.load_at(self.sin, col),
         );
-        p.store_result(&mut self.y[col..], y1, self.stream);
-        p.store_result(&mut self.y[h + col..], y2, self.stream);
+        p.store_result_at(self.y, col, y1, self.stream);
+        p.store_result_at(self.y, h + col, y2, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {

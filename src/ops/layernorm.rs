@@ -31,7 +31,7 @@ struct Sum<'r, P: Packet> {
 impl<P: Packet> PacketVisitor for Sum<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
-        self.acc[acc] = self.p.add(self.acc[acc], self.p.load(&self.x[col..]));
+        self.acc[acc] = self.p.add(self.acc[acc], self.p.load_at(self.x, col));
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
@@ -54,7 +54,7 @@ impl<P: Packet> PacketVisitor for Centred<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
-        let d = p.sub(p.load(&self.x[col..]), p.splat(self.mean));
+        let d = p.sub(p.load_at(self.x, col), p.splat(self.mean));
         self.sum[acc] = p.add(self.sum[acc], d);
         self.acc[acc] = p.fma(d, d, self.acc[acc]);
     }
@@ -88,11 +88,11 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
         let n = p.mul(
-            p.sub(p.sub(p.load(&self.x[col..]), self.mean), self.delta),
+            p.sub(p.sub(p.load_at(self.x, col), self.mean), self.delta),
             self.rstd,
         );
-        let v = p.fma(n, p.load(&self.w[col..]), p.load(&self.b[col..]));
-        p.store_result(&mut self.y[col..], v, self.stream);
+        let v = p.fma(n, p.load_at(self.w, col), p.load_at(self.b, col));
+        p.store_result_at(self.y, col, v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {

@@ -28,7 +28,7 @@ struct SumSq<'r, P: Packet> {
 impl<P: Packet> PacketVisitor for SumSq<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
-        let v = self.p.load(&self.x[col..]);
+        let v = self.p.load_at(self.x, col);
         self.acc[acc] = self.p.fma(v, v, self.acc[acc]);
     }
     #[inline(always)]
@@ -52,10 +52,10 @@ impl<P: Packet> PacketVisitor for Scale<'_, P> {
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
         let v = p.mul(
-            p.mul(p.load(&self.x[col..]), self.s),
-            p.load(&self.w[col..]),
+            p.mul(p.load_at(self.x, col), self.s),
+            p.load_at(self.w, col),
         );
-        p.store_result(&mut self.y[col..], v, self.stream);
+        p.store_result_at(self.y, col, v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {

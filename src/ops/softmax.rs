@@ -29,7 +29,7 @@ impl<P: Packet> PacketVisitor for Max<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
-        let v = p.add(p.load(&self.x[col..]), p.load(&self.m[col..]));
+        let v = p.add(p.load_at(self.x, col), p.load_at(self.m, col));
         self.acc[acc] = p.max(self.acc[acc], v);
     }
     #[inline(always)]
@@ -54,9 +54,9 @@ impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
-        let v = p.add(p.load(&self.x[col..]), p.load(&self.m[col..]));
+        let v = p.add(p.load_at(self.x, col), p.load_at(self.m, col));
         let e = math::exp(p, p.sub(v, self.max));
-        p.store(&mut self.y[col..], e);
+        p.store_at(self.y, col, e);
         self.acc[acc] = p.add(self.acc[acc], e);
     }
     #[inline(always)]
@@ -82,8 +82,8 @@ impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
-        let v = p.mul(p.load(&self.y[col..]), self.s);
-        p.store_result(&mut self.y[col..], v, self.stream);
+        let v = p.mul(p.load_at(self.y, col), self.s);
+        p.store_result_at(self.y, col, v, self.stream);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {

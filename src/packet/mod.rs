@@ -85,6 +85,26 @@ pub trait Packet: Copy + Send + Sync + 'static {
             self.store(s, v)
         }
     }
+    /// Loads `s[i..i + W]`; one bounds check instead of a sub-slice and a load's
+    /// check. Panics if that range is not inside `s`.
+    #[inline(always)]
+    fn load_at(self, s: &[f32], i: usize) -> Self::V {
+        self.load(&s[i..])
+    }
+    /// Stores to `s[i..i + W]` like [`Packet::load_at`] loads.
+    #[inline(always)]
+    fn store_at(self, s: &mut [f32], i: usize, v: Self::V) {
+        self.store(&mut s[i..], v)
+    }
+    /// [`Packet::store_result`] at `s[i..i + W]`.
+    #[inline(always)]
+    fn store_result_at(self, s: &mut [f32], i: usize, v: Self::V, stream: bool) {
+        if stream {
+            self.store_stream(&mut s[i..], v)
+        } else {
+            self.store_at(s, i, v)
+        }
+    }
 
     /// `a + b`.
     fn add(self, a: Self::V, b: Self::V) -> Self::V;

@@ -201,6 +201,43 @@ fn partial_loads_and_stores_stay_in_bounds() {
 }
 
 #[test]
+fn indexed_and_streaming_stores_match_plain_ones() {
+    struct Indexed;
+    impl WithPacket for Indexed {
+        type Output = ();
+        #[inline(always)]
+        fn run<P: Packet>(self, p: P) {
+            let w = P::W;
+            let src: Vec<f32> = (0..3 * w).map(|i| i as f32 * 0.5).collect();
+            for i in 0..=2 * w {
+                let v = p.load_at(&src, i);
+                let mut want = vec![0.0; w];
+                p.store(&mut want, p.load(&src[i..]));
+                for stream in [false, true] {
+                    let mut got = vec![-1.0f32; 3 * w];
+                    p.store_result_at(&mut got, i, v, stream);
+                    p.stream_fence();
+                    assert_eq!(
+                        &got[i..i + w],
+                        &want[..],
+                        "{} at {i} stream {stream}",
+                        P::NAME
+                    );
+                    assert!(got[..i].iter().chain(&got[i + w..]).all(|&g| g == -1.0));
+                }
+            }
+            let out_of_bounds = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                p.load_at(&src, 2 * w + 1)
+            }));
+            assert!(out_of_bounds.is_err(), "{} load_at past the end", P::NAME);
+        }
+    }
+    for b in test_backends() {
+        dispatch(b, Indexed);
+    }
+}
+
+#[test]
 fn reductions_match_the_scalar_tree() {
     struct Reduce<'a>(&'a [f32]);
     impl WithPacket for Reduce<'_> {

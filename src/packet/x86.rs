@@ -102,6 +102,18 @@ impl Packet for Sse41 {
         unsafe { _mm_loadu_ps(s.as_ptr()) }
     }
     #[inline(always)]
+    fn load_at(self, s: &[f32], i: usize) -> __m128 {
+        assert!(s.len() >= 4 && i <= s.len() - 4, "load_at out of bounds");
+        // SAFETY: `s[i..i + 4]` is in bounds (checked above); unaligned load.
+        unsafe { _mm_loadu_ps(s.as_ptr().add(i)) }
+    }
+    #[inline(always)]
+    fn store_at(self, s: &mut [f32], i: usize, v: __m128) {
+        assert!(s.len() >= 4 && i <= s.len() - 4, "store_at out of bounds");
+        // SAFETY: `s[i..i + 4]` is in bounds (checked above); unaligned store.
+        unsafe { _mm_storeu_ps(s.as_mut_ptr().add(i), v) }
+    }
+    #[inline(always)]
     fn store(self, s: &mut [f32], v: __m128) {
         let s = &mut s[..4];
         // SAFETY: `s` holds 4 f32s; unaligned store; features by token.
@@ -269,6 +281,18 @@ impl Packet for Avx2 {
         let s = &s[..8];
         // SAFETY: `s` holds 8 f32s; unaligned load; features by token.
         unsafe { _mm256_loadu_ps(s.as_ptr()) }
+    }
+    #[inline(always)]
+    fn load_at(self, s: &[f32], i: usize) -> __m256 {
+        assert!(s.len() >= 8 && i <= s.len() - 8, "load_at out of bounds");
+        // SAFETY: `s[i..i + 8]` is in bounds (checked above); unaligned load.
+        unsafe { _mm256_loadu_ps(s.as_ptr().add(i)) }
+    }
+    #[inline(always)]
+    fn store_at(self, s: &mut [f32], i: usize, v: __m256) {
+        assert!(s.len() >= 8 && i <= s.len() - 8, "store_at out of bounds");
+        // SAFETY: `s[i..i + 8]` is in bounds (checked above); unaligned store.
+        unsafe { _mm256_storeu_ps(s.as_mut_ptr().add(i), v) }
     }
     #[inline(always)]
     fn store(self, s: &mut [f32], v: __m256) {
@@ -469,6 +493,18 @@ impl Packet for Avx512 {
         let s = &s[..16];
         // SAFETY: `s` holds 16 f32s; unaligned load; features by token.
         unsafe { _mm512_loadu_ps(s.as_ptr()) }
+    }
+    #[inline(always)]
+    fn load_at(self, s: &[f32], i: usize) -> __m512 {
+        assert!(s.len() >= 16 && i <= s.len() - 16, "load_at out of bounds");
+        // SAFETY: `s[i..i + 16]` is in bounds (checked above); unaligned load.
+        unsafe { _mm512_loadu_ps(s.as_ptr().add(i)) }
+    }
+    #[inline(always)]
+    fn store_at(self, s: &mut [f32], i: usize, v: __m512) {
+        assert!(s.len() >= 16 && i <= s.len() - 16, "store_at out of bounds");
+        // SAFETY: `s[i..i + 16]` is in bounds (checked above); unaligned store.
+        unsafe { _mm512_storeu_ps(s.as_mut_ptr().add(i), v) }
     }
     #[inline(always)]
     fn store(self, s: &mut [f32], v: __m512) {
