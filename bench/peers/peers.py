@@ -8,7 +8,10 @@ back the same way. Every call is timed here, inside the process, with
 time.perf_counter_ns around the call (and jax's block_until_ready), so neither
 start-up nor the pipe is ever in a timing.
 
-Usage: peers.py --threads N [--cpus 0,1]
+Usage: peers.py --threads N [--cpus 0,1] [--only jax,torch,numpy]
+
+The driver starts one process per peer (--only NAME), so no library's idle
+threads share a process with another's.
 """
 
 import argparse
@@ -24,6 +27,7 @@ def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--cpus", default="", help="CPUs to run on (comma list); default: the first N allowed")
+    p.add_argument("--only", default="", help="serve only these peers (comma list); default: all")
     return p.parse_args()
 
 
@@ -380,7 +384,10 @@ class Unsupported(Exception):
 
 PEERS = {}
 UNAVAILABLE = {}
+ONLY = [p.strip() for p in ARGS.only.split(",") if p.strip()]
 for cls in (JaxPeer, TorchPeer, NumpyPeer):
+    if ONLY and cls.name not in ONLY:
+        continue
     try:
         PEERS[cls.name] = cls()
     except Exception as e:  # an uninstalled or broken library is a reason, not a crash

@@ -4,8 +4,11 @@
 //! `bench/peers/README.md`.
 //!
 //! ```text
-//! taskgrain-peers --threads N [--models DIR] [--ort-lib PATH]
+//! taskgrain-peers --threads N [--models DIR] [--ort-lib PATH] [--only LIST]
 //! ```
+//!
+//! The driver starts one process per peer (`--only NAME`): ONNX Runtime's
+//! spinning intra-op threads and candle's rayon pool must not share a process.
 //!
 //! One process serves one thread count. Every call is timed here, around the
 //! call alone, so neither process start-up nor the pipe is ever in a timing.
@@ -89,6 +92,7 @@ struct Args {
     threads: usize,
     models: Option<PathBuf>,
     ort_lib: Option<PathBuf>,
+    only: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -96,6 +100,7 @@ fn parse_args() -> Result<Args, String> {
         threads: 1,
         models: None,
         ort_lib: None,
+        only: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -115,8 +120,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--models" => a.models = Some(PathBuf::from(val()?)),
             "--ort-lib" => a.ort_lib = Some(PathBuf::from(val()?)),
+            "--only" => a.only = val()?.split(',').map(|s| s.trim().to_string()).collect(),
             "--help" | "-h" => {
-                println!("taskgrain-peers --threads N [--models DIR] [--ort-lib PATH]");
+                println!(
+                    "taskgrain-peers --threads N [--models DIR] [--ort-lib PATH] [--only onnxruntime,candle,rten]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -146,7 +154,9 @@ fn main() {
         .build_global();
 
     let mut slots: Vec<Slot> = Vec::new();
-    let mut add = |name: &'static str, p: Result<Box<dyn Peer>, String>| match p {
+    let only = args.only.clone();
+    let want = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    let mut add = |name: &'static str, p: &dyn Fn() -> Result<Box<dyn Peer>, String>| match p() {
         Ok(p) => slots.push(Slot {
             peer: Some(p),
             name,
@@ -160,24 +170,27 @@ fn main() {
             loaded: None,
         }),
     };
-    add(
-        "onnxruntime",
-        ort_peer::OrtPeer::new(
-            args.threads,
-            args.models.as_deref(),
-            args.ort_lib.as_deref(),
-        )
-        .map(|p| Box::new(p) as Box<dyn Peer>),
-    );
-    add(
-        "candle",
-        Ok(Box::new(candle_peer::CandlePeer::new(args.threads)) as Box<dyn Peer>),
-    );
-    add(
-        "rten",
-        rten_peer::RtenPeer::new(args.threads, args.models.as_deref())
-            .map(|p| Box::new(p) as Box<dyn Peer>),
-    );
+    if want("onnxruntime") {
+        add("onnxruntime", &|| {
+            ort_peer::OrtPeer::new(
+                args.threads,
+                args.models.as_deref(),
+                args.ort_lib.as_deref(),
+            )
+            .map(|p| Box::new(p) as Box<dyn Peer>)
+        });
+    }
+    if want("candle") {
+        add("candle", &|| {
+            Ok(Box::new(candle_peer::CandlePeer::new(args.threads)) as Box<dyn Peer>)
+        });
+    }
+    if want("rten") {
+        add("rten", &|| {
+            rten_peer::RtenPeer::new(args.threads, args.models.as_deref())
+                .map(|p| Box::new(p) as Box<dyn Peer>)
+        });
+    }
 
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();

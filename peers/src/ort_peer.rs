@@ -143,7 +143,7 @@ impl OrtPeer {
     ) -> Result<OrtRunner, String> {
         let e = |x: ort::Error| first_line(&x.to_string());
         let eb = |x: ort::Error<ort::session::builder::SessionBuilder>| first_line(&x.to_string());
-        let mut session = Session::builder(&self.env)
+        let session = Session::builder(&self.env)
             .map_err(e)?
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(eb)?

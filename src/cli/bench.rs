@@ -220,6 +220,9 @@ pub(super) struct PeersArgs {
     /// reported, and the run goes on.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+    /// Idle ms after each runtime's calls in a round (lets spinning workers park).
+    #[arg(long, default_value_t = 2.0)]
+    gap_ms: f64,
     /// Only these peers (comma-separated: onnxruntime, jax, torch, candle, rten, numpy).
     #[arg(long, value_name = "LIST")]
     peers: Option<String>,
@@ -260,6 +263,12 @@ fn peers(a: PeersArgs) -> Result<Outcome> {
     cfg.warmup = a.warmup;
     cfg.timeout = std::time::Duration::from_secs_f64(a.timeout);
     cfg.seed = a.seed;
+    if !(a.gap_ms.is_finite() && (0.0..1e5).contains(&a.gap_ms)) {
+        return Err(Error::BadArgument(
+            "--gap-ms must be between 0 and 100000".into(),
+        ));
+    }
+    cfg.gap = std::time::Duration::from_secs_f64(a.gap_ms / 1000.0);
     cfg.only = a
         .peers
         .as_deref()
@@ -270,7 +279,7 @@ fn peers(a: PeersArgs) -> Result<Outcome> {
     }
     for h in &cfg.hosts {
         if let Some(why) = &h.missing {
-            eprintln!("taskgrain: peers {} unavailable: {why}", h.peers.join(", "));
+            eprintln!("taskgrain: peer {} unavailable: {why}", h.peers.join(", "));
         }
     }
     let bar = progress_bar((cfg.cases.len() * cfg.threads.len()) as u64);

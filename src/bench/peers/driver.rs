@@ -16,11 +16,6 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long a host may take to start and answer `hello` (imports of jax and
-/// torch take seconds).
-const HELLO_TIMEOUT: Duration = Duration::from_secs(180);
-/// The verification call includes JIT compilation (jax) and graph set-up.
-const FIRST_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Restarts of one host per thread count before its peers are given up.
 const MAX_RESTARTS: usize = 4;
 
@@ -56,6 +51,15 @@ pub struct PeersConfig {
     pub only: Option<Vec<String>>,
     /// Pin the calling thread to the first allowed CPU while taskgrain is timed.
     pub pin_caller: bool,
+    /// How long a host may take to start and answer `hello` (imports of jax and
+    /// torch take seconds).
+    pub start_timeout: Duration,
+    /// Deadline of a load and of a row's first call (JIT compilation, graph
+    /// set-up).
+    pub first_call_timeout: Duration,
+    /// Idle time after each candidate's calls in a round, so that a runtime's
+    /// spinning workers park before the next runtime is timed.
+    pub gap: Duration,
 }
 
 impl PeersConfig {
@@ -76,6 +80,9 @@ impl PeersConfig {
             hosts,
             only: None,
             pin_caller: true,
+            gap: Duration::from_millis(2),
+            start_timeout: Duration::from_secs(180),
+            first_call_timeout: Duration::from_secs(120),
         }
     }
 
@@ -247,7 +254,10 @@ pub fn discover_hosts(peers_dir: Option<&Path>) -> Vec<HostSpec> {
     // The Python host.
     let helper = dir.join("peers.py");
     let python_missing = if !helper.is_file() {
-        Some(format!("{} not found", helper.display()))
+        Some(format!(
+            "{} not found (the source tree's bench/peers; {setup})",
+            helper.display()
+        ))
     } else if !venv_python.is_file() {
         Some(format!(
             "no Python environment at {}: {setup}",
@@ -267,7 +277,20 @@ pub fn discover_hosts(peers_dir: Option<&Path>) -> Vec<HostSpec> {
         peers: ["jax", "torch", "numpy"].map(String::from).to_vec(),
         missing: python_missing,
     };
-    vec![rust, python]
+    // One process per peer: no library's idle (spinning) threads share a
+    // process with another library's pool.
+    let mut hosts = Vec::new();
+    for base in [rust, python] {
+        for p in &base.peers {
+            let mut h = base.clone();
+            h.label = p.clone();
+            h.args.push("--only".into());
+            h.args.push(p.clone());
+            h.peers = vec![p.clone()];
+            hosts.push(h);
+        }
+    }
+    hosts
 }
 
 /// `libonnxruntime.so*` inside the venv's onnxruntime wheel.
@@ -316,7 +339,11 @@ impl HostSlot {
     }
 
     /// The running host, started (again) if needed.
-    fn ensure(&mut self, threads: usize) -> std::result::Result<&mut Host, PeerError> {
+    fn ensure(
+        &mut self,
+        threads: usize,
+        start: Duration,
+    ) -> std::result::Result<&mut Host, PeerError> {
         let running = self.host.as_ref().is_some_and(Host::alive);
         if !running {
             if let Some(e) = &self.spec.missing {
@@ -333,7 +360,7 @@ impl HostSlot {
             }
             self.host = None;
             let mut h = Host::start(&self.spec, threads)?;
-            let hello = h.request(&json!({"cmd": "hello"}), HELLO_TIMEOUT)?;
+            let hello = h.request(&json!({"cmd": "hello"}), start)?;
             self.hello.get_or_insert(hello);
             self.host = Some(h);
         }
@@ -497,7 +524,7 @@ fn run_threads(
                 "{threads} thread(s): starting the {} peers",
                 slot.spec.label
             ));
-            if let Err(e) = slot.ensure(threads) {
+            if let Err(e) = slot.ensure(threads, cfg.start_timeout) {
                 slot.start_error = Some(e.to_string());
             }
         }
@@ -538,12 +565,14 @@ fn run_threads(
     // Per-call floors: a 1-element op.
     for c in columns.iter_mut().filter(|c| c.info.available) {
         let req = json!({"cmd": "floor", "peer": c.name, "warmup": 20, "reps": cfg.floor_reps});
-        let r = slots[c.host].ensure(threads).and_then(|h| {
-            h.request(
-                &req,
-                FIRST_CALL_TIMEOUT + cfg.timeout * cfg.floor_reps as u32,
-            )
-        });
+        let r = slots[c.host]
+            .ensure(threads, cfg.start_timeout)
+            .and_then(|h| {
+                h.request(
+                    &req,
+                    cfg.first_call_timeout + cfg.timeout * cfg.floor_reps as u32,
+                )
+            });
         if let Ok(v) = r
             && let Ok(t) = times_of(&v, cfg.floor_reps)
         {
@@ -597,19 +626,20 @@ fn taskgrain_floor(rt: &Runtime, reps: usize) -> Option<f64> {
 
 /// Loads `peer` and runs one call into `out`: the answer, or why not.
 fn load_and_call(
+    cfg: &PeersConfig,
     slot: &mut HostSlot,
     threads: usize,
     peer: &str,
     load: &Value,
     out: &Path,
 ) -> std::result::Result<(Value, Vec<f32>, u32), PeerError> {
-    let h = slot.ensure(threads)?;
+    let h = slot.ensure(threads, cfg.start_timeout)?;
     let pid = h.pid();
-    let loaded = h.request(load, FIRST_CALL_TIMEOUT)?;
+    let loaded = h.request(load, cfg.first_call_timeout)?;
     let _ = std::fs::remove_file(out);
     let run = json!({"cmd": "run", "peer": peer, "warmup": 0, "reps": 1,
                      "output": out.display().to_string()});
-    h.request(&run, FIRST_CALL_TIMEOUT)?;
+    h.request(&run, cfg.first_call_timeout)?;
     let y = read_f32(out).map_err(PeerError::Refused)?;
     Ok((loaded, y, pid))
 }
@@ -690,7 +720,7 @@ fn run_row(
             if let Some(v) = &variant {
                 load["variant"] = json!(v);
             }
-            match load_and_call(&mut slots[c.host], threads, &c.name, &load, &out_path) {
+            match load_and_call(cfg, &mut slots[c.host], threads, &c.name, &load, &out_path) {
                 Err(PeerError::Unsupported(why)) => {
                     pr.cell = Some(Cell::Unsupported { why });
                 }
@@ -740,11 +770,12 @@ fn run_row(
     for pr in runs.iter_mut().filter(|r| r.active) {
         let c = &columns[pr.col];
         let req = json!({"cmd": "run", "peer": c.name, "warmup": cfg.warmup, "reps": 3});
-        let r =
-            ensure_loaded(pr, c, &mut slots[c.host], threads, op, shape, &paths).and_then(|h| {
+        let r = ensure_loaded(cfg, pr, c, &mut slots[c.host], threads, op, shape, &paths).and_then(
+            |h| {
                 h.request(&req, cfg.timeout * (cfg.warmup as u32 + 3))
                     .and_then(|v| times_of(&v, 3))
-            });
+            },
+        );
         match r {
             Ok(t) => pr.reps = reps_for(median(&t)),
             Err(e) => fail(pr, &e),
@@ -760,6 +791,7 @@ fn run_row(
     for round in 0..cfg.rounds {
         let active: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].active).collect();
         for j in rotation(active.len() + 1, round) {
+            std::thread::sleep(cfg.gap);
             if j == 0 {
                 let _pin = if cfg.pin_caller {
                     CallerPin::first_allowed()
@@ -785,12 +817,11 @@ fn run_row(
             let c = &columns[pr.col];
             let req = json!({"cmd": "run", "peer": c.name, "warmup": 0, "reps": pr.reps});
             let reps = pr.reps;
-            let r = ensure_loaded(pr, c, &mut slots[c.host], threads, op, shape, &paths).and_then(
-                |h| {
+            let r = ensure_loaded(cfg, pr, c, &mut slots[c.host], threads, op, shape, &paths)
+                .and_then(|h| {
                     h.request(&req, cfg.timeout * reps as u32)
                         .and_then(|v| times_of(&v, reps))
-                },
-            );
+                });
             match r {
                 Ok(t) => pr.p50s.push(median(&t)),
                 Err(e) => fail(pr, &e),
@@ -884,7 +915,9 @@ fn fail(pr: &mut PeerRun, e: &PeerError) {
 /// The host of `pr`, with the row loaded: after the host was lost (another
 /// peer of it crashed or hung) it is restarted and the row loaded again, with
 /// the same variant and one untimed call.
+#[allow(clippy::too_many_arguments)]
 fn ensure_loaded<'a>(
+    cfg: &PeersConfig,
     pr: &mut PeerRun,
     c: &Column,
     slot: &'a mut HostSlot,
@@ -893,7 +926,7 @@ fn ensure_loaded<'a>(
     shape: &Shape,
     paths: &[String],
 ) -> std::result::Result<&'a mut Host, PeerError> {
-    let h = slot.ensure(threads)?;
+    let h = slot.ensure(threads, cfg.start_timeout)?;
     if Some(h.pid()) == pr.pid {
         return Ok(h);
     }
@@ -902,9 +935,9 @@ fn ensure_loaded<'a>(
     if let Some(v) = &pr.variant {
         load["variant"] = json!(v);
     }
-    h.request(&load, FIRST_CALL_TIMEOUT)?;
+    h.request(&load, cfg.first_call_timeout)?;
     let warm = json!({"cmd": "run", "peer": c.name, "warmup": 0, "reps": 1});
-    h.request(&warm, FIRST_CALL_TIMEOUT)?;
+    h.request(&warm, cfg.first_call_timeout)?;
     pr.pid = Some(h.pid());
     Ok(h)
 }
