@@ -46,12 +46,11 @@ os.environ["OMP_NUM_THREADS"] = str(N)
 os.environ["MKL_NUM_THREADS"] = str(N)
 # numpy is the 1-thread baseline: its BLAS (attention's matmuls) gets one thread.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
-xla = os.environ.get("XLA_FLAGS", "")
+# XLA's CPU client sizes its thread pool from the affinity mask set above; one
+# thread also turns Eigen's multithreading off.
 if N == 1:
-    xla += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-else:
-    xla += f" intra_op_parallelism_threads={N}"
-os.environ["XLA_FLAGS"] = xla.strip()
+    xla = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = (xla + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -214,7 +213,10 @@ class JaxPeer:
         self.version = jax.__version__
         dev = jax.devices("cpu")[0]
         self.device = dev
-        self.detail = f"jit on {dev.platform}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"
+        self.detail = (
+            f"jit on {dev.platform}; affinity {sorted(os.sched_getaffinity(0))}; "
+            f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '') or '(none)'}"
+        )
 
     def build(self, op, dims, xs):
         jax, jnp = self.jax, self.jnp

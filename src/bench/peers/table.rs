@@ -93,14 +93,18 @@ pub fn markdown(r: &PeersReport, lang: Lang) -> String {
             m.wall_s
         ),
     };
+    let load = |l: Option<f64>| l.map_or("?".to_string(), |v| format!("{v:.2}"));
     let _ = writeln!(
         s,
-        "{}: {} ({} {}; ISA {}).\n",
+        "{}: {} ({} {}; ISA {}); {} {} → {}.\n",
         t(lang, "Machine", "机器"),
         m.cpu,
         m.cores,
         t(lang, "cores", "核"),
-        m.isa.join(" ")
+        m.isa.join(" "),
+        t(lang, "load average", "负载均值"),
+        load(m.load_start),
+        load(m.load_end)
     );
     for table in &r.tables {
         markdown_table(&mut s, table, lang);
@@ -121,7 +125,7 @@ fn markdown_table(s: &mut String, tb: &PeersTable, lang: Lang) {
     );
     let _ = writeln!(
         s,
-        "{} {} {}.\n",
+        "{} {}{}\n",
         t(
             lang,
             "taskgrain workers granted:",
@@ -130,8 +134,8 @@ fn markdown_table(s: &mut String, tb: &PeersTable, lang: Lang) {
         tb.workers_granted,
         t(
             lang,
-            "; every peer is given the same thread count",
-            "；每个对手使用相同线程数"
+            "; every peer is given the same thread count and runs in its own process.",
+            "；每个对手使用相同线程数，各自在独立进程中运行。"
         )
     );
     let names: Vec<&str> = tb.peers.iter().map(|p| p.name.as_str()).collect();
