@@ -1,8 +1,10 @@
 //! Measurement: timing primitives, the seed's suites, the report harness and its
-//! writers, the roofline, the dispatch-latency benchmark and launch traces.
+//! writers, the roofline, the dispatch-latency benchmark, launch traces and the
+//! comparison with other runtimes (`peers`).
 
 pub mod dispatch;
 pub mod machine;
+pub mod peers;
 pub mod report;
 pub mod roofline;
 pub mod suites;

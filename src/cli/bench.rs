@@ -30,6 +30,9 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// taskgrain side by side with ONNX Runtime, JAX, PyTorch, candle, rten and
+    /// numpy on the same inputs (run bench/peers/setup.sh once first).
+    Peers(PeersArgs),
     /// Each operator on one worker against a same-run copy and FMA ceiling.
     Roofline {
         /// Packet width (4, 8 or 16); default: the widest this CPU has.
@@ -114,6 +117,7 @@ pub(super) fn run(args: BenchArgs) -> Result<Outcome> {
     match args.what {
         Some(BenchWhat::Roofline { width, json }) => roofline(width, json),
         Some(BenchWhat::Dispatch { workers, json }) => dispatch(workers, json),
+        Some(BenchWhat::Peers(p)) => peers(p),
         None => run_report(args.report),
     }
 }
@@ -182,6 +186,134 @@ fn run_report(a: ReportArgs) -> Result<Outcome> {
                 }
             }
         }
+        Ok(Outcome::CheckFailed)
+    }
+}
+
+/// The options of `bench peers`.
+#[derive(Debug, Args)]
+pub(super) struct PeersArgs {
+    /// Thread counts, comma-separated; every runtime gets the same count.
+    #[arg(long, default_value = "1,2")]
+    threads: String,
+    /// seed (every distinct row of the seed's three sections), pilot,
+    /// validation, fixed-grain, or a file of `OP SHAPE` lines.
+    #[arg(long, default_value = "seed", value_name = "NAME|FILE")]
+    suite: String,
+    /// Rounds per row (each round times every runtime, interleaved).
+    #[arg(long, default_value_t = 7)]
+    rounds: usize,
+    /// Most timed calls per runtime per round.
+    #[arg(long, default_value_t = 30)]
+    reps: usize,
+    /// Fewest timed calls per runtime per round.
+    #[arg(long, default_value_t = 3)]
+    min_reps: usize,
+    /// Target time of one runtime's calls in a round, ms (sets the calls between
+    /// --min-reps and --reps).
+    #[arg(long, default_value_t = 15.0)]
+    round_ms: f64,
+    /// Untimed calls per runtime before the first round.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Per-call timeout in seconds: a peer that takes longer is killed and
+    /// reported, and the run goes on.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Idle ms after each runtime's calls in a round (lets spinning workers park).
+    #[arg(long, default_value_t = 2.0)]
+    gap_ms: f64,
+    /// Only these peers (comma-separated: onnxruntime, jax, torch, candle, rten, numpy).
+    #[arg(long, value_name = "LIST")]
+    peers: Option<String>,
+    /// Where setup.sh put the environment (default: $TASKGRAIN_PEERS_DIR, then
+    /// ./bench/peers, then the source tree's bench/peers).
+    #[arg(long, value_name = "DIR")]
+    peers_dir: Option<PathBuf>,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Md)]
+    format: FormatArg,
+    /// Language of the Markdown captions and column names.
+    #[arg(long, value_enum, default_value_t = LangArg::En)]
+    lang: LangArg,
+    /// Write the comparison to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+fn peers(a: PeersArgs) -> Result<Outcome> {
+    use crate::bench::peers::{self, PeersConfig, table};
+    let (suite, cases) = peers::parse_suite(&a.suite)?;
+    if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout < 1e6) {
+        return Err(Error::BadArgument(
+            "--timeout must be a positive number of seconds".into(),
+        ));
+    }
+    let mut cfg = PeersConfig::new(peers::discover_hosts(a.peers_dir.as_deref()));
+    cfg.threads = peers::parse_threads(&a.threads)?;
+    cfg.cases = cases;
+    cfg.suite = suite;
+    cfg.rounds = a.rounds;
+    cfg.reps = a.reps;
+    cfg.min_reps = a.min_reps;
+    cfg.round_ms = a.round_ms;
+    cfg.warmup = a.warmup;
+    cfg.timeout = std::time::Duration::from_secs_f64(a.timeout);
+    cfg.seed = a.seed;
+    if !(a.gap_ms.is_finite() && (0.0..1e5).contains(&a.gap_ms)) {
+        return Err(Error::BadArgument(
+            "--gap-ms must be between 0 and 100000".into(),
+        ));
+    }
+    cfg.gap = std::time::Duration::from_secs_f64(a.gap_ms / 1000.0);
+    cfg.only = a
+        .peers
+        .as_deref()
+        .map(|s| s.split(',').map(|p| p.trim().to_string()).collect());
+    cfg.validate()?;
+    if let Some(p) = &a.out {
+        report::check_writable(p)?;
+    }
+    for h in &cfg.hosts {
+        if let Some(why) = &h.missing {
+            eprintln!("taskgrain: peer {} unavailable: {why}", h.peers.join(", "));
+        }
+    }
+    let bar = progress_bar((cfg.cases.len() * cfg.threads.len()) as u64);
+    let r = peers::run(&cfg, &mut |msg| {
+        bar.set_message(msg.to_string());
+        if msg.contains(" row ") {
+            bar.inc(1);
+        }
+    });
+    bar.finish_and_clear();
+    let r = r?;
+    let lang = match a.lang {
+        LangArg::En => Lang::En,
+        LangArg::Zh => Lang::Zh,
+    };
+    let text = match a.format {
+        FormatArg::Md => table::markdown(&r, lang),
+        FormatArg::Json => table::json(&r),
+        FormatArg::Csv => table::csv(&r),
+    };
+    match &a.out {
+        Some(p) => {
+            report::write_atomic(p, text.as_bytes())?;
+            eprintln!("taskgrain: comparison written to {}", p.display());
+        }
+        None => print!("{text}"),
+    }
+    eprintln!("taskgrain: bench peers took {:.0} s", r.meta.wall_s);
+    if r.taskgrain_passed() {
+        Ok(Outcome::Ok)
+    } else {
+        eprintln!(
+            "taskgrain: check failed: taskgrain's own answer outside tolerance (see the notes)"
+        );
         Ok(Outcome::CheckFailed)
     }
 }
