@@ -5,6 +5,7 @@ pub mod dispatch;
 pub mod machine;
 pub mod report;
 pub mod roofline;
+pub mod suite_file;
 pub mod suites;
 pub mod timing;
 pub mod trace;
