@@ -214,13 +214,15 @@ fn schedule(n: usize, d: f64, d_last: f64, p: usize, arrival: f64) -> f64 {
     }
     let mut ready = vec![arrival; p];
     ready[0] = 0.0;
+    let mut finish = 0.0f64;
     for i in 0..n {
         let w = (0..p)
             .min_by(|&a, &b| ready[a].total_cmp(&ready[b]))
             .expect("p ≥ 1");
         ready[w] += if i + 1 == n { d_last } else { d };
+        finish = finish.max(ready[w]);
     }
-    ready.iter().copied().fold(0.0, f64::max)
+    finish
 }
 
 /// How the pieces of a prediction add up (for diagnostics and reports).

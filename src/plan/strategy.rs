@@ -126,7 +126,7 @@ impl PlanSource {
 pub const REFINE_AFTER: u32 = 3;
 
 /// Alternatives refinement measures besides the model's choice (at most).
-const REFINE_ALTERNATIVES: usize = 11;
+const REFINE_ALTERNATIVES: usize = 17;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Seen {
@@ -451,6 +451,19 @@ impl Planner {
         }
         for g in grains {
             push(&mut out, self.plan_of(p, c, g));
+        }
+        // Parallel shapes the model may underrate: about 2, 8 and 32 groups per
+        // worker, legacy chunks and single-group tasks.
+        let per_seg = (rows as f64).max(1.0);
+        for per_worker in [2usize, 8, 32] {
+            let want = (per_worker * self.workers) as f64 / p.segments() as f64;
+            let block = ((per_seg / want).ceil() as usize).clamp(1, rows);
+            if p.groups(block) < 2 {
+                continue;
+            }
+            for g in [Grain::Legacy, Grain::tasks(1).expect("1 ≠ 0")] {
+                push(&mut out, self.plan_of(p, LaunchConfig { block, ..c }, g));
+            }
         }
         for x in space {
             if out.len() > REFINE_ALTERNATIVES {
