@@ -47,6 +47,19 @@ pub enum Error {
     /// The runtime could not start its workers.
     #[error("worker pool failed: {0}")]
     Pool(String),
+    /// The oracle strategy was asked for a launch that was never searched.
+    #[error("no oracle result for {0}: run `taskgrain tune` (or Planner::oracle) for it first")]
+    NotTuned(String),
+    /// A suite file with a bad row or a bad syntax.
+    #[error("{path}:{line}: {message}")]
+    SuiteFile {
+        /// The file.
+        path: String,
+        /// 1-based line of the problem.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// Reading or writing a file failed.
     #[error("i/o error on {path}: {message}")]
     Io {

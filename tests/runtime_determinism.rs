@@ -16,6 +16,7 @@ fn runtime(workers: usize, width: usize) -> Runtime {
         },
         width: Some(width),
         mode: PacketMode::FullPacket,
+        ..RuntimeConfig::default()
     })
     .unwrap()
 }

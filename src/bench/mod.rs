@@ -7,6 +7,7 @@ pub mod machine;
 pub mod peers;
 pub mod report;
 pub mod roofline;
+pub mod suite_file;
 pub mod suites;
 pub mod timing;
 pub mod trace;

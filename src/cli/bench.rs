@@ -3,11 +3,14 @@
 
 use super::{Outcome, parse_switch};
 use crate::bench::report::{self, Format, Harness, Lang, ReportConfig, SectionSpec};
-use crate::bench::suites::Suite;
+use crate::bench::suite_file;
+use crate::bench::suites::{Suite, seed_cases};
 use crate::error::{Error, Result};
+use crate::plan::Strategy;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
+use std::path::Path;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -45,14 +48,6 @@ enum BenchWhat {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum SuiteArg {
-    Pilot,
-    Validation,
-    FixedGrain,
-    All,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum FormatArg {
     Md,
     Json,
@@ -68,9 +63,16 @@ enum LangArg {
 /// The report's options (plain `taskgrain bench`).
 #[derive(Debug, Args)]
 struct ReportArgs {
-    /// Which section(s) of the seed's report to run.
-    #[arg(long, value_enum, default_value_t = SuiteArg::All)]
-    suite: SuiteArg,
+    /// Which section(s) to run: pilot, validation, fixed-grain, auto (our policy
+    /// against the oracle on every distinct row of the three), all (the four);
+    /// or a suite FILE (.toml or .json list of op/shape rows, see README), run as
+    /// a strategies section plus an auto section over its rows.
+    #[arg(long, default_value = "all", value_name = "NAME|FILE")]
+    suite: String,
+    /// Strategies compared in pilot, validation and suite-file sections
+    /// (comma-separated: whole, local, joint_legacy, joint_tasks, auto, oracle).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    strategies: Option<Vec<Strategy>>,
     /// Rounds per row (each round times every candidate, interleaved).
     #[arg(long, default_value_t = 7)]
     rounds: usize,
@@ -133,20 +135,18 @@ fn run_report(a: ReportArgs) -> Result<Outcome> {
         fusion: a.fusion,
         seed: a.seed,
         pin_caller: a.pin_caller,
+        ..ReportConfig::default()
     };
     cfg.validate()?;
     // Refuse an unwritable destination before a run of several minutes.
     for p in [&a.out, &a.plot].into_iter().flatten() {
         report::check_writable(p)?;
     }
-    let suites: Vec<Suite> = match a.suite {
-        SuiteArg::Pilot => vec![Suite::Pilot],
-        SuiteArg::Validation => vec![Suite::Validation],
-        SuiteArg::FixedGrain => vec![Suite::FixedGrain],
-        SuiteArg::All => Suite::ALL.to_vec(),
-    };
-    let specs: Vec<SectionSpec> = suites.into_iter().map(SectionSpec::for_suite).collect();
+    let specs = section_specs(&a.suite, a.strategies.as_deref())?;
     let harness = Harness::new(cfg)?;
+    for n in harness.notes() {
+        eprintln!("taskgrain: {n}");
+    }
     let bar = progress_bar(harness.total_rounds(&specs) as u64);
     let report = harness.run(&specs, &mut |p| {
         bar.set_message(format!("{} {} (round {})", p.section, p.row, p.round));
@@ -316,6 +316,59 @@ fn peers(a: PeersArgs) -> Result<Outcome> {
         );
         Ok(Outcome::CheckFailed)
     }
+}
+
+/// The sections `--suite` (and `--strategies`) ask for.
+fn section_specs(suite: &str, strategies: Option<&[Strategy]>) -> Result<Vec<SectionSpec>> {
+    let with_strategies = |spec: SectionSpec| -> Result<SectionSpec> {
+        match strategies {
+            Some(list) => SectionSpec::strategies(&spec.name, list.to_vec(), spec.cases),
+            None => Ok(spec),
+        }
+    };
+    let seed = |s: Suite| with_strategies(SectionSpec::for_suite(s));
+    Ok(match suite {
+        "pilot" => vec![seed(Suite::Pilot)?],
+        "validation" => vec![seed(Suite::Validation)?],
+        "fixed-grain" => vec![SectionSpec::for_suite(Suite::FixedGrain)],
+        "auto" => vec![SectionSpec::auto(seed_cases())],
+        "all" => {
+            let mut v = Vec::new();
+            for s in Suite::ALL {
+                v.push(match s {
+                    Suite::FixedGrain => SectionSpec::for_suite(s),
+                    _ => seed(s)?,
+                });
+            }
+            v.push(SectionSpec::auto(seed_cases()));
+            v
+        }
+        file => {
+            let path = Path::new(file);
+            let looks_like_file = path.exists()
+                || file.contains('/')
+                || file.ends_with(".toml")
+                || file.ends_with(".json");
+            if !looks_like_file {
+                return Err(Error::BadArgument(format!(
+                    "unknown suite {file:?} (known: pilot, validation, fixed-grain, auto, all, \
+                     or a suite file .toml/.json)"
+                )));
+            }
+            let cases = suite_file::load(path)?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "suite".into());
+            let list = strategies
+                .map(<[Strategy]>::to_vec)
+                .unwrap_or_else(|| Strategy::SEED.to_vec());
+            vec![
+                SectionSpec::strategies(&name, list, cases.clone())?,
+                SectionSpec::auto(cases),
+            ]
+        }
+    })
 }
 
 /// A bar on stderr, hidden when stderr is not a terminal.

@@ -4,6 +4,7 @@
 
 mod bench;
 mod info;
+mod plan;
 mod run;
 
 use crate::error::Error;
@@ -31,6 +32,12 @@ enum Command {
     /// The benchmark report (the seed's pilot, validation and fixed-grain tables);
     /// `bench roofline` and `bench dispatch` for the other benchmarks.
     Bench(bench::BenchArgs),
+    /// Measure the planner's cost model on this machine (≤ 2 s) and cache it;
+    /// reuses a valid cache for this machine and build.
+    Calibrate(plan::CalibrateArgs),
+    /// The oracle: exhaustive measured search of local × block × grain for one
+    /// operator and shape; the result goes to the tuning cache (used by auto).
+    Tune(plan::TuneArgs),
 }
 
 /// How a command ended, mapped to the exit code.
@@ -74,6 +81,8 @@ fn dispatch(cli: Cli) -> Result<Outcome, Error> {
         Command::Info { json } => info::run(json),
         Command::Run(args) => run::run(args),
         Command::Bench(b) => bench::run(b),
+        Command::Calibrate(a) => plan::calibrate(a),
+        Command::Tune(a) => plan::tune(a),
     }
 }
 

@@ -5,7 +5,8 @@ use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
-use crate::plan::{default_config, default_grain};
+use crate::plan::calibrate::ModelSource;
+use crate::plan::{LaunchProfile, Strategy};
 use crate::pool::{Grain, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;
@@ -22,7 +23,11 @@ pub(super) struct RunArgs {
     /// Packet width 4, 8 or 16 (default: the widest ≤ 8 this CPU has, the seed's setting).
     #[arg(long)]
     width: Option<usize>,
-    /// Work-items per group (default: the planner's choice).
+    /// Planning strategy: auto (default; refined after a few calls), whole, local,
+    /// joint_legacy, joint_tasks, oracle (tuned result, or the search now).
+    #[arg(long, default_value = "auto")]
+    strategy: Strategy,
+    /// Work-items per group (default: the strategy's choice).
     #[arg(long)]
     local: Option<usize>,
     /// Rows per group (default: the planner's choice).
@@ -72,7 +77,10 @@ struct RunReport {
     width: usize,
     backend: &'static str,
     variant: String,
+    strategy: String,
+    plan_source: String,
     config: Config,
+    predicted_us: f64,
     groups: usize,
     full_packet: bool,
     workers_requested: usize,
@@ -108,11 +116,6 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     if let Some(path) = &args.trace {
         crate::bench::report::check_writable(path)?;
     }
-    let planned = default_config(op, &shape, backend.width());
-    let config = LaunchConfig {
-        local: args.local.unwrap_or(planned.local),
-        block: args.block.unwrap_or(planned.block),
-    };
     let inputs = OwnedInputs::generate(op, shape, args.seed)?;
     let mode = PacketMode::from_switch(args.full_packet);
     let workers = args.workers.unwrap_or_else(crate::pool::available_cores);
@@ -123,12 +126,39 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         },
         width: Some(backend.width()),
         mode,
+        model: ModelSource::CachedOrCalibrate,
+        cache_dir: None,
     })?;
-    let launch = runtime.prepare(inputs.view(), &shape, config)?;
-    let grain = args
-        .grain
-        .unwrap_or_else(|| default_grain(launch.tiling(), runtime.pool().workers_granted()));
+    for n in runtime.notes() {
+        eprintln!("taskgrain: {n}");
+    }
     let mut out = vec![0.0f32; ops::output_len(&shape)];
+    // The library's path: `auto` refines a launch it has seen a few times, as
+    // the timed calls below would be.
+    let warm = if args.strategy == Strategy::Auto {
+        crate::plan::strategy::REFINE_AFTER
+    } else {
+        1
+    };
+    let mut plan = None;
+    for _ in 0..warm {
+        plan = Some(runtime.plan_call(args.strategy, inputs.view(), &shape, &mut out)?);
+    }
+    let plan = plan.expect("at least one planning call");
+    if args.strategy == Strategy::Oracle {
+        runtime.planner().tuning().store(runtime.cache_dir())?;
+    }
+    let config = LaunchConfig {
+        local: args.local.unwrap_or(plan.config.local),
+        block: args.block.unwrap_or(plan.config.block),
+    };
+    let grain = args.grain.unwrap_or(plan.grain);
+    let overridden = config != plan.config || grain != plan.grain;
+    let predicted_us =
+        runtime
+            .planner()
+            .predict(&LaunchProfile::for_op(op, &shape)?, config, grain);
+    let launch = runtime.prepare(inputs.view(), &shape, config)?;
     // A failing launch (a kernel panic) ends the run with its error before timing.
     let first = runtime.launch(&launch, grain, &mut out)?;
     let mut helped = 0usize;
@@ -169,6 +199,13 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         width: backend.width(),
         backend: backend.name(),
         variant: launch.variant(),
+        strategy: args.strategy.name().into(),
+        plan_source: if overridden {
+            "overridden".into()
+        } else {
+            plan.source.name().into()
+        },
+        predicted_us,
         config: Config {
             local: config.local,
             block: config.block,
@@ -195,11 +232,13 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         );
     } else {
         println!(
-            "{} {} {}: local {} block {} ({} groups) grain {} ({} tasks) workers {}/{} \
-             p50 {:.3} µs, {:.1} GB/s, hash {}",
+            "{} {} {} [{} ({})]: local {} block {} ({} groups) grain {} ({} tasks) workers {}/{} \
+             p50 {:.3} µs (predicted {:.3}), {:.1} GB/s, hash {}",
             report.op,
             shape,
             report.variant,
+            report.strategy,
+            report.plan_source,
             config.local,
             config.block,
             report.groups,
@@ -208,6 +247,7 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
             report.workers_granted,
             report.workers_requested,
             p50,
+            predicted_us,
             report.gbps,
             report.output_hash
         );

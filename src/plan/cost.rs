@@ -1,225 +1,419 @@
-//! The cost model: a prediction of one call's time for an operator, shape,
+//! The cost model: a prediction of one launch's time for a [`LaunchProfile`],
 //! geometry, grain and worker count, without running it.
 //!
-//! time = launch overhead + max(compute / parallelism, memory traffic / bandwidth)
+//! ```text
+//! time = launch overhead + smooth_max(parallel compute, memory traffic / bandwidth)
+//! ```
 //!
-//! - launch overhead: caller ≈ nothing; the pool pays a publish/wake cost plus a
-//!   small cost per task; a helper joins only after it has woken.
-//! - compute: packets executed (masked packets cost more; a `local` that is not a
-//!   multiple of W wastes lanes) × per-packet cost of the operator, plus a
-//!   per-row reduction latency, plus a per-group cost. Reductions with fewer than
-//!   four packet accumulators are latency-bound.
-//! - parallelism: the most groups any one worker runs, given how the grain cuts the
-//!   grid (legacy chunks, dynamic tasks, or the caller alone).
-//! - memory: bytes moved over the bandwidth that the granted workers can draw
-//!   (one core already draws most of it), or cache bandwidth when the data fits in L2.
+//! - **launch overhead**: the caller path costs [`CostModel::caller_launch_us`];
+//!   a pool launch costs [`CostModel::pool_launch_us`] (publish, wake, collect).
+//! - **compute of a group**: [`CostModel::per_group_us`] + its rows × (a fixed
+//!   per-row cost + scheduled columns × a per-element cost). Both come from the
+//!   operator's calibration at this width; the per-element cost depends on the
+//!   number of packet accumulators the row reduction gets (1, 2, 4 or 8, fixed by
+//!   `local`), so short `local`s pay the add latency. A tail packet (C not a
+//!   multiple of W) costs [`KernelCost::tail_ns`]. Attention costs flops × a
+//!   per-flop cost that depends on how many query rows a group shares its keys with.
+//! - **parallel compute**: the grain cuts the groups into tasks (legacy: one chunk
+//!   per worker; tasks of k groups; caller: one task); each task also pays
+//!   [`CostModel::per_task_us`]. Tasks are list-scheduled onto the caller (ready
+//!   at once) and the helpers (ready after [`CostModel::helper_arrival_us`]).
+//! - **memory**: bytes over the bandwidth the busy workers draw — from DRAM when
+//!   the data exceeds the last-level cache, from the LLC when it exceeds the
+//!   private caches; no bound when it fits in them.
 //!
-//! The constants are [`CostModel::default`] values measured on a Zen 5 core; they
-//! are scaled per width and can be replaced by a calibration.
+//! [`CostModel::default`] holds rough, uncalibrated values; `taskgrain calibrate`
+//! ([`super::calibrate`]) measures every constant on this machine.
 
-use crate::ops::{LaunchConfig, Op, Shape, attention};
+use super::profile::{LaunchProfile, Work};
+use crate::ops::{LaunchConfig, Op};
 use crate::pool::Grain;
 use serde::{Deserialize, Serialize};
+
+/// The row operators in the order of [`WidthCost::rows`].
+pub const ROW_OPS: [Op; 6] = [
+    Op::RmsNorm,
+    Op::LayerNorm,
+    Op::MaskedSoftmax,
+    Op::SwiGlu,
+    Op::GeluResidual,
+    Op::Rope,
+];
+
+/// Query-row blocks at which attention's per-flop cost is calibrated.
+pub const ATTN_BLOCKS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// The calibrated cost of one row operator's kernel at one width.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelCost {
+    /// ns per scheduled element with 1, 2, 4 and 8 packet accumulators.
+    pub elem_ns: [f64; 4],
+    /// Fixed ns per row (reduction folds, square roots, divisions, loop set-up).
+    pub row_ns: f64,
+    /// Extra ns of a masked tail packet in a row.
+    pub tail_ns: f64,
+}
+
+/// The calibrated costs of every kernel at one packet width.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WidthCost {
+    /// Packet width in lanes.
+    pub width: usize,
+    /// The six row operators, in [`ROW_OPS`] order.
+    pub rows: [KernelCost; 6],
+    /// Attention: ns per flop when a group owns 1, 2, 4, 8, 16 query rows ([`ATTN_BLOCKS`]).
+    pub attn_flop_ns: [f64; 5],
+}
+
+impl WidthCost {
+    /// Rough values for `width` (scaled from W8 guesses), used until calibrated.
+    pub fn guess(width: usize) -> WidthCost {
+        let s = 8.0 / width as f64;
+        // ns per element at W8, with 8 accumulators
+        let base = [0.12, 0.2, 0.75, 0.4, 0.6, 0.3];
+        let red = [1u32, 2, 2, 0, 0, 0];
+        let rows = std::array::from_fn(|i| {
+            let e = base[i] * s;
+            let slow = |a: f64| {
+                if red[i] > 0 { (e * 4.0 / a).max(e) } else { e }
+            };
+            KernelCost {
+                elem_ns: [slow(1.0), slow(2.0), slow(4.0), e],
+                row_ns: 20.0 * red[i] as f64 + 5.0,
+                tail_ns: 2.0 * e * width as f64,
+            }
+        });
+        WidthCost {
+            width,
+            rows,
+            attn_flop_ns: [0.06, 0.04, 0.03, 0.025, 0.02].map(|x| x * s),
+        }
+    }
+
+    /// The kernel cost of row operator `op` (`None` for attention).
+    pub fn row(&self, op: Op) -> Option<&KernelCost> {
+        ROW_OPS.iter().position(|&o| o == op).map(|i| &self.rows[i])
+    }
+
+    /// ns per nominal flop, for kernels without a calibration of their own: the
+    /// median over the row operators of (8-accumulator element cost / nominal flops).
+    pub fn flop_ns(&self) -> f64 {
+        let mut v: Vec<f64> = ROW_OPS
+            .iter()
+            .zip(&self.rows)
+            .map(|(&op, k)| k.elem_ns[3] / super::profile::nominal_flops(op))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        0.5 * (v[2] + v[3])
+    }
+
+    /// Attention ns per flop for a group of `rows` query rows (interpolated in log2).
+    pub fn attn_ns(&self, rows: usize) -> f64 {
+        let r = rows.clamp(1, ATTN_BLOCKS[4]) as f64;
+        let x = r.log2();
+        let i = (x.floor() as usize).min(3);
+        let f = x - i as f64;
+        self.attn_flop_ns[i] * (1.0 - f) + self.attn_flop_ns[i + 1] * f
+    }
+}
 
 /// Machine constants of the cost model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
-    /// A launch run by the caller, µs.
+    /// A launch run by the caller (no pool), µs.
     pub caller_launch_us: f64,
-    /// Publishing a launch to the pool and collecting it, µs.
+    /// Publishing a launch to the pool and collecting it (hot helpers), µs.
     pub pool_launch_us: f64,
-    /// Time until a hot helper starts working on a new launch, µs.
+    /// Time until a hot (spinning) helper starts on a new launch, µs.
     pub helper_arrival_us: f64,
+    /// Time until a parked helper starts, after an idle gap longer than the
+    /// pool's spin, µs (reported; plans assume back-to-back launches).
+    pub helper_arrival_cold_us: f64,
     /// Claiming and starting one task, µs.
     pub per_task_us: f64,
-    /// Starting one work-group (dispatch into the kernel), µs.
+    /// Starting one work-group, µs.
     pub per_group_us: f64,
-    /// Cost of one full W8 packet per operator (ns), in operator order of [`Op::ALL`];
-    /// for rope one packet covers a rotation pair of packets.
-    pub packet_ns: [f64; 7],
-    /// Extra cost of a masked packet relative to a full one (factor).
-    pub masked_factor: f64,
-    /// Latency of one row's reduction (reductions, square roots, divisions), ns.
-    pub row_reduce_ns: f64,
-    /// Memory bandwidth one core draws, GB/s.
+    /// DRAM bandwidth one worker draws, GB/s.
     pub bw_one_gbps: f64,
-    /// Memory bandwidth all cores draw together, GB/s.
+    /// DRAM bandwidth all workers draw together, GB/s.
     pub bw_all_gbps: f64,
-    /// Bytes that stay in a core's caches between calls.
-    pub cache_bytes: usize,
-    /// Attention throughput of one core at W8, GFLOP/s.
-    pub attention_gflops: f64,
+    /// Last-level-cache bandwidth of one worker, GB/s.
+    pub llc_one_gbps: f64,
+    /// Last-level-cache bandwidth of all workers together, GB/s.
+    pub llc_all_gbps: f64,
+    /// Private cache bytes per core (L2): data that fits in the busy cores' L2 is
+    /// not bandwidth-bound.
+    pub private_cache_bytes: usize,
+    /// Last-level cache bytes (shared).
+    pub llc_bytes: usize,
+    /// Per-width kernel costs.
+    pub widths: Vec<WidthCost>,
+    /// `true` when the constants were measured on this machine.
+    pub calibrated: bool,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
         CostModel {
             caller_launch_us: 0.03,
-            pool_launch_us: 0.4,
-            helper_arrival_us: 0.3,
-            per_task_us: 0.02,
-            per_group_us: 0.006,
-            // rmsnorm, layernorm, masked_softmax, swiglu, gelu_residual, rope, attention
-            packet_ns: [0.9, 1.5, 6.0, 3.0, 5.0, 1.2, 0.0],
-            masked_factor: 2.0,
-            row_reduce_ns: 25.0,
-            bw_one_gbps: 30.0,
-            bw_all_gbps: 40.0,
-            cache_bytes: 2 << 20,
-            attention_gflops: 60.0,
+            pool_launch_us: 1.0,
+            helper_arrival_us: 0.5,
+            helper_arrival_cold_us: 10.0,
+            per_task_us: 0.03,
+            per_group_us: 0.01,
+            bw_one_gbps: 15.0,
+            bw_all_gbps: 20.0,
+            llc_one_gbps: 40.0,
+            llc_all_gbps: 70.0,
+            private_cache_bytes: 1 << 20,
+            llc_bytes: 32 << 20,
+            widths: [4, 8, 16].map(WidthCost::guess).to_vec(),
+            calibrated: false,
         }
     }
 }
 
-fn op_index(op: Op) -> usize {
-    Op::ALL
-        .iter()
-        .position(|&o| o == op)
-        .expect("every op is in ALL")
-}
-
-/// Passes over the row that an operator's reduction makes (0 for element-wise).
-fn reduce_passes(op: Op) -> f64 {
-    match op {
-        Op::RmsNorm => 1.0,
-        Op::LayerNorm => 2.0,
-        Op::MaskedSoftmax => 2.0,
-        _ => 0.0,
+/// The number of packet accumulators a row reduction uses (as `simt::RowSchedule`).
+pub fn accumulators(cols: usize, local: usize, width: usize) -> usize {
+    let slots = local.div_ceil(width);
+    if local >= cols {
+        8
+    } else {
+        1usize << slots.trailing_zeros().min(3)
     }
 }
 
-/// Work of one group, µs, on one worker (compute only).
-fn group_compute_us(
-    m: &CostModel,
-    op: Op,
-    shape: &Shape,
-    width: usize,
-    config: LaunchConfig,
-    rows_in_group: usize,
-) -> f64 {
-    let w = width as f64;
-    match *shape {
-        Shape::Rows { cols, .. } => {
-            let sched = crate::ops::schedule_cols(op, cols);
-            let local = config.local;
-            let slots = local.div_ceil(width);
-            let steps = sched.div_ceil(local);
-            let per_step_full = if local.is_multiple_of(width) {
-                slots
-            } else {
-                slots - 1
-            };
-            let mut full = steps * per_step_full;
-            let mut masked = steps * slots - full;
-            // The last step may be short of packets; count what the row really needs.
-            let needed = sched.div_ceil(width);
-            if full + masked > needed && local.is_multiple_of(width) {
-                full = sched / width;
-                masked = needed - full;
-            }
-            // Per-packet costs are W8 figures; per element the cost is about width-independent.
-            let packet = m.packet_ns[op_index(op)] * w / 8.0;
-            let mut row_ns = (full as f64 + masked as f64 * m.masked_factor) * packet;
-            // Reductions with few accumulators are bound by the add latency (4 cycles).
-            let acc = if local >= sched {
-                8
-            } else {
-                1usize << slots.trailing_zeros().min(3)
-            };
-            if reduce_passes(op) > 0.0 && acc < 4 {
-                let latency_ns = 1.2 * reduce_passes(op) * (full + masked) as f64 / acc as f64;
-                row_ns = row_ns.max(latency_ns);
-            }
-            row_ns += m.row_reduce_ns * (reduce_passes(op) > 0.0) as usize as f64;
-            m.per_group_us + rows_in_group as f64 * row_ns / 1e3
+/// The tasks a grain cuts `groups` groups into: (number of tasks, groups per full task).
+pub fn task_split(groups: usize, grain: Grain, workers: usize) -> (usize, usize) {
+    match grain {
+        Grain::Caller => (1, groups),
+        Grain::Legacy => {
+            let n = workers.clamp(1, groups);
+            (n, groups.div_ceil(n))
         }
-        Shape::Attention(a) => {
-            let flops_per_row = a.kv_len as f64 * 2.0 * (a.dk + a.dv) as f64;
-            let gflops = m.attention_gflops * (w / 8.0).min(2.0);
-            // Small query blocks reload the keys for every block.
-            let reuse = (rows_in_group as f64).min(8.0) / 8.0;
-            let eff = 0.5 + 0.5 * reuse;
-            m.per_group_us + rows_in_group as f64 * flops_per_row / (gflops * eff) / 1e3
-        }
+        Grain::Tasks(k) => (groups.div_ceil(k.get()), k.get().min(groups)),
     }
+}
+
+/// Finish time of `n` tasks (all `d` µs except the last, `d_last`) list-scheduled
+/// in order onto a caller ready at 0 and `p − 1` helpers ready at `arrival`.
+fn schedule(n: usize, d: f64, d_last: f64, p: usize, arrival: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    if p <= 1 || n == 1 {
+        return (n - 1) as f64 * d + d_last;
+    }
+    if n > 256 {
+        // fluid approximation
+        let sum = (n - 1) as f64 * d + d_last;
+        if sum <= arrival {
+            return sum;
+        }
+        return ((sum + arrival * (p - 1) as f64) / p as f64).max(d);
+    }
+    let mut ready = vec![arrival; p];
+    ready[0] = 0.0;
+    let mut finish = 0.0f64;
+    for i in 0..n {
+        let w = (0..p)
+            .min_by(|&a, &b| ready[a].total_cmp(&ready[b]))
+            .expect("p ≥ 1");
+        ready[w] += if i + 1 == n { d_last } else { d };
+        finish = finish.max(ready[w]);
+    }
+    finish
+}
+
+/// How the pieces of a prediction add up (for diagnostics and reports).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Launch overhead, µs.
+    pub overhead_us: f64,
+    /// Parallel compute (critical path), µs.
+    pub compute_us: f64,
+    /// Memory traffic over the available bandwidth, µs.
+    pub memory_us: f64,
+    /// Workers that run tasks.
+    pub workers_used: usize,
+    /// The prediction, µs.
+    pub total_us: f64,
 }
 
 impl CostModel {
+    /// The kernel costs at `width` (the nearest calibrated width, scaled, if absent).
+    pub fn width_cost(&self, width: usize) -> WidthCost {
+        if let Some(w) = self.widths.iter().find(|w| w.width == width) {
+            return w.clone();
+        }
+        WidthCost::guess(width)
+    }
+
+    fn group_us(
+        &self,
+        p: &LaunchProfile,
+        wc: &WidthCost,
+        config: LaunchConfig,
+        rows: usize,
+    ) -> f64 {
+        let width = wc.width;
+        let row_ns = match p.work {
+            Work::Rows {
+                cols,
+                reduce_passes,
+                ..
+            } => {
+                let a = accumulators(cols, config.local, width);
+                let ai = a.trailing_zeros() as usize;
+                let (elem, fixed, tail) = match p.op.and_then(|op| wc.row(op)) {
+                    Some(k) => (k.elem_ns[ai], k.row_ns, k.tail_ns),
+                    None => {
+                        // Scale rmsnorm's reduction behaviour to this kernel's flops.
+                        let r = &wc.rows[0];
+                        let e = p.flops_per_elem * wc.flop_ns();
+                        let slow = if reduce_passes > 0 {
+                            r.elem_ns[ai] / r.elem_ns[3]
+                        } else {
+                            1.0
+                        };
+                        (
+                            e * slow,
+                            r.row_ns * reduce_passes.max(1) as f64,
+                            2.0 * e * width as f64,
+                        )
+                    }
+                };
+                // A `local` that is not a multiple of W leaves a masked packet per step.
+                let steps = cols.div_ceil(config.local.max(1));
+                let masked_steps = if config.local.is_multiple_of(width) {
+                    usize::from(!cols.is_multiple_of(width))
+                } else {
+                    steps
+                };
+                fixed + cols as f64 * elem + masked_steps as f64 * tail
+            }
+            Work::Attention(a) => {
+                let flops = 2.0 * (a.kv_len * (a.dk + a.dv)) as f64;
+                let scale = match p.op {
+                    Some(_) => 1.0,
+                    None => p.flops_per_elem * a.dv as f64 / flops,
+                };
+                flops * wc.attn_ns(rows) * scale
+            }
+        };
+        self.per_group_us + rows as f64 * row_ns / 1e3
+    }
+
+    /// Predicted µs of one call, with its breakdown.
+    pub fn breakdown(
+        &self,
+        p: &LaunchProfile,
+        width: usize,
+        config: LaunchConfig,
+        grain: Grain,
+        workers: usize,
+    ) -> Breakdown {
+        let wc = self.width_cost(width);
+        let block = config.block.clamp(1, p.segment_rows());
+        let seg_rows = p.segment_rows();
+        let per_seg = seg_rows.div_ceil(block);
+        let groups = p.segments() * per_seg;
+        let last_rows = seg_rows - (per_seg - 1) * block;
+        let g_full = self.group_us(p, &wc, config, block);
+        let g_last = self.group_us(p, &wc, config, last_rows);
+        let workers = workers.max(1);
+        let (tasks, k) = task_split(groups, grain, workers);
+        // Group durations in grid order: segments repeat (full…, last); tasks cut that list.
+        let total = p.segments() as f64 * ((per_seg - 1) as f64 * g_full + g_last);
+        let pooled = tasks > 1 && workers > 1;
+        let (overhead, compute, used) = if pooled {
+            let avg = total / groups as f64;
+            let d = k as f64 * avg + self.per_task_us;
+            let d_last = (total - ((tasks - 1) * k) as f64 * avg).max(0.0) + self.per_task_us;
+            let p_used = workers.min(tasks);
+            let t = schedule(tasks, d, d_last, p_used, self.helper_arrival_us);
+            let used = if total <= self.helper_arrival_us {
+                1
+            } else {
+                p_used
+            };
+            (self.pool_launch_us, t, used)
+        } else {
+            (self.caller_launch_us, total, 1)
+        };
+        let bytes = p.bytes();
+        let bw = if bytes <= (self.private_cache_bytes * used) as f64 {
+            f64::INFINITY
+        } else {
+            let f = if workers > 1 {
+                (used - 1) as f64 / (workers - 1) as f64
+            } else {
+                0.0
+            };
+            let (one, all) = if bytes <= self.llc_bytes as f64 {
+                (self.llc_one_gbps, self.llc_all_gbps)
+            } else {
+                (self.bw_one_gbps, self.bw_all_gbps)
+            };
+            one + f * (all - one)
+        };
+        let memory = bytes / bw / 1e3;
+        // Compute and traffic overlap, but not perfectly: a smooth maximum.
+        let body = (compute.powi(4) + memory.powi(4)).powf(0.25);
+        Breakdown {
+            overhead_us: overhead,
+            compute_us: compute,
+            memory_us: memory,
+            workers_used: used,
+            total_us: overhead + body,
+        }
+    }
+
     /// Predicted µs of one call.
     pub fn predict(
         &self,
-        op: Op,
-        shape: &Shape,
+        p: &LaunchProfile,
         width: usize,
         config: LaunchConfig,
         grain: Grain,
         workers: usize,
     ) -> f64 {
-        let (segments, seg_rows, bytes) = match *shape {
-            Shape::Rows { rows, .. } => (1, rows, crate::ops::traffic_bytes(op, shape)),
-            Shape::Attention(a) => (
-                a.batch * a.q_heads,
-                a.q_len,
-                crate::ops::traffic_bytes(op, shape),
-            ),
-        };
-        let block = config.block.max(1);
-        let per_seg = seg_rows.div_ceil(block);
-        let groups = segments * per_seg;
-        let last_rows = seg_rows - (per_seg - 1) * block;
-        let full_group = group_compute_us(self, op, shape, width, config, block.min(seg_rows));
-        let last_group = group_compute_us(self, op, shape, width, config, last_rows);
-        let total_compute = segments as f64 * ((per_seg - 1) as f64 * full_group + last_group);
+        self.breakdown(p, width, config, grain, workers).total_us
+    }
+}
 
-        let workers = workers.max(1);
-        let (tasks, per_task_groups) = match grain {
-            Grain::Caller => (1, groups),
-            Grain::Legacy => (workers.min(groups), groups.div_ceil(workers.min(groups))),
-            Grain::Tasks(k) => (groups.div_ceil(k.get()), k.get().min(groups)),
-        };
-        let pooled = tasks > 1 && workers > 1;
-        let overhead = if pooled {
-            self.pool_launch_us + tasks as f64 * self.per_task_us
-        } else {
-            self.caller_launch_us
-        };
-        let compute = if pooled {
-            let active = workers.min(tasks) as f64;
-            // The caller starts at once; helpers arrive later, so very short launches
-            // get little help.
-            let balanced = (total_compute + self.helper_arrival_us * (active - 1.0)) / active;
-            let biggest_task = per_task_groups as f64 * full_group;
-            balanced.max(biggest_task)
-        } else {
-            total_compute
-        };
-        let used = if pooled { workers.min(tasks) } else { 1 };
-        let bw = if bytes <= self.cache_bytes * used {
-            // cache-resident: bandwidth is not the limit
-            f64::INFINITY
-        } else if used > 1 {
-            self.bw_all_gbps
-        } else {
-            self.bw_one_gbps
-        };
-        let memory = bytes as f64 / bw / 1e3;
-        overhead + compute.max(memory)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Shape;
+
+    #[test]
+    fn schedule_matches_hand_cases() {
+        // One worker runs everything.
+        assert_eq!(schedule(4, 1.0, 1.0, 1, 0.0), 4.0);
+        // Two workers, helper at once: half each.
+        assert_eq!(schedule(4, 1.0, 1.0, 2, 0.0), 2.0);
+        // A helper that arrives after the work is done does not help.
+        assert_eq!(schedule(2, 1.0, 1.0, 2, 5.0), 2.0);
     }
 
-    /// The geometry that `whole` uses.
-    pub fn whole_config(op: Op, shape: &Shape, width: usize) -> LaunchConfig {
-        match *shape {
-            Shape::Rows { cols, .. } => {
-                let sched = crate::ops::schedule_cols(op, cols);
-                LaunchConfig {
-                    local: sched.div_ceil(width) * width,
-                    block: 1,
-                }
-            }
-            Shape::Attention(a) => LaunchConfig {
-                local: attention::local_for(&a, width),
-                block: 1,
-            },
-        }
+    #[test]
+    fn more_work_costs_more_and_caller_is_cheapest_for_tiny() {
+        let m = CostModel::default();
+        let small = LaunchProfile::for_op(Op::RmsNorm, &Shape::rows(2, 64)).unwrap();
+        let big = LaunchProfile::for_op(Op::RmsNorm, &Shape::rows(2048, 1024)).unwrap();
+        let c = LaunchConfig {
+            local: 64,
+            block: 1,
+        };
+        let caller = m.predict(&small, 8, c, Grain::Caller, 2);
+        let legacy = m.predict(&small, 8, c, Grain::Legacy, 2);
+        assert!(caller < legacy);
+        let c = LaunchConfig {
+            local: 1024,
+            block: 64,
+        };
+        assert!(m.predict(&big, 8, c, Grain::Legacy, 2) < m.predict(&big, 8, c, Grain::Caller, 2));
+        assert!(m.predict(&big, 8, c, Grain::Legacy, 2) > caller);
     }
 }

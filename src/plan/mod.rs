@@ -1,14 +1,40 @@
-//! The planner: which launch geometry to run for an operator and shape.
+//! The planner: which launch geometry and grain to run for an operator and shape
+//! — or for any launch described by a [`LaunchProfile`].
 //!
-//! [`cost`] predicts a call's time; [`strategy`] turns predictions into the seed's
-//! candidate strategies; [`default_config`] and [`default_grain`] are the quick
-//! heuristics the runtime falls back on.
+//! - [`profile`]: what a launch does (rows, columns, reductions, bytes and flops
+//!   per element, attention dimensions), independent of its kernel.
+//! - [`cost`]: the cost model, predicting a launch's time for a geometry and grain.
+//! - [`calibrate`]: measures the model's constants on this machine (≤ 2 s).
+//! - [`cache`]: the calibration and tuning files (per machine and build, checked).
+//! - [`strategy`]: the [`Planner`] and its [`Strategy`]s — the seed's four
+//!   candidates, `auto` (model + run-time refinement) and `oracle`.
+//! - [`search`]: the measured searches (oracle, refinement).
+//! - [`tuning`]: oracle results by launch.
+//!
+//! [`default_config`] and [`default_grain`] are quick heuristics (no model) used
+//! where a plain geometry is wanted (roofline, tests).
+//!
+//! ## Planning a launch that is not one of the seven operators
+//!
+//! A graph executor describes each launch with a [`LaunchProfile`]
+//! ([`LaunchProfile::rows`] for element-wise, row-softmax-like kernels;
+//! [`LaunchProfile::attention`] for scores or probs·v kernels) and calls
+//! [`Planner::plan_launch`]`(Strategy::Auto, &profile)`. To take part in run-time
+//! refinement it calls [`Planner::due_for_refinement`] on every launch and, when
+//! that says yes, [`Planner::refine`] with a callback that times the launch with a
+//! candidate geometry and grain (see [`search::Measure`]).
 
+pub mod cache;
+pub mod calibrate;
 pub mod cost;
+pub mod profile;
+pub mod search;
 pub mod strategy;
+pub mod tuning;
 
 pub use cost::CostModel;
-pub use strategy::{Plan, Planner, Strategy};
+pub use profile::{LaunchProfile, Work};
+pub use strategy::{Plan, PlanSource, Planner, Strategy};
 
 use crate::ops::{LaunchConfig, Op, Shape, attention};
 use crate::pool::Grain;

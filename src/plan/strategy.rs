@@ -2,12 +2,18 @@
 //! planner chooses them from the cost model, without measuring the target shape.
 
 use super::cost::CostModel;
+use super::profile::{LaunchProfile, Work};
+use super::search::{self, Candidate, Measure};
+use super::tuning::{self, Tuned, TuningTable};
 use crate::error::{Error, Result};
 use crate::ops::{LaunchConfig, Op, Shape, attention};
 use crate::packet::Backend;
 use crate::pool::Grain;
+use crate::simt::PacketMode;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Mutex;
 
 /// A way of choosing a launch's geometry and grain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,9 +26,12 @@ pub enum Strategy {
     JointLegacy,
     /// `local`, `block` and grain chosen jointly (grain from 0, 1, 2, 4, … and caller).
     JointTasks,
-    /// The production policy (the cost model's joint choice over everything).
+    /// The production policy: the calibrated cost model's joint choice over
+    /// local × block × grain, refined at run time by measurement for launches seen
+    /// repeatedly; a tuned (oracle) result when there is one.
     Auto,
-    /// Exhaustive measured search: needs a runtime, see the planner issue.
+    /// Exhaustive measured search over local × block × grain (the reference for
+    /// regret); planning returns the tuned result.
     Oracle,
 }
 
@@ -33,6 +42,16 @@ impl Strategy {
         Strategy::Local,
         Strategy::JointLegacy,
         Strategy::JointTasks,
+    ];
+
+    /// Every strategy, in report order.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Whole,
+        Strategy::Local,
+        Strategy::JointLegacy,
+        Strategy::JointTasks,
+        Strategy::Auto,
+        Strategy::Oracle,
     ];
 
     /// The name used on the command line and in reports.
@@ -57,15 +76,8 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Strategy> {
-        [
-            Strategy::Whole,
-            Strategy::Local,
-            Strategy::JointLegacy,
-            Strategy::JointTasks,
-            Strategy::Auto,
-            Strategy::Oracle,
-        ]
-        .into_iter()
+        Strategy::ALL
+            .into_iter()
         .find(|x| x.name() == s)
         .ok_or_else(|| {
             Error::BadArgument(format!(
@@ -82,16 +94,74 @@ pub struct Plan {
     pub config: LaunchConfig,
     /// Task grain.
     pub grain: Grain,
-    /// The cost model's prediction, µs.
+    /// The cost model's prediction for this geometry and grain, µs.
     pub predicted_us: f64,
+    /// Where the plan came from.
+    pub source: PlanSource,
 }
 
-/// Chooses geometry and grain per strategy for one backend and worker count.
-#[derive(Clone, Debug)]
+/// How a plan was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PlanSource {
+    /// The cost model alone.
+    Model,
+    /// Run-time refinement (measured alternatives near the model's choice).
+    Refined,
+    /// The oracle's exhaustive measured search (tuning table).
+    Tuned,
+}
+
+impl PlanSource {
+    /// `model`, `refined` or `tuned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanSource::Model => "model",
+            PlanSource::Refined => "refined",
+            PlanSource::Tuned => "tuned",
+        }
+    }
+}
+
+/// Calls of the same launch after which [`Planner::due_for_refinement`] says yes.
+pub const REFINE_AFTER: u32 = 3;
+
+/// Alternatives refinement measures besides the model's choice (at most).
+const REFINE_ALTERNATIVES: usize = 17;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    calls: u32,
+    refined: Option<(LaunchConfig, Grain)>,
+}
+
+/// Chooses geometry and grain per strategy for one backend, worker count and
+/// packet mode. Holds the cost model, the tuning table (oracle results) and the
+/// run-time refinement state; a [`Runtime`](crate::runtime::Runtime) owns one.
+#[derive(Debug)]
 pub struct Planner {
     backend: Backend,
     workers: usize,
+    mode: PacketMode,
     model: CostModel,
+    tuned: Mutex<TuningTable>,
+    seen: Mutex<HashMap<String, Seen>>,
+}
+
+impl Clone for Planner {
+    fn clone(&self) -> Self {
+        Planner {
+            backend: self.backend,
+            workers: self.workers,
+            mode: self.mode,
+            model: self.model.clone(),
+            tuned: Mutex::new(self.tuning()),
+            seen: Mutex::new(lock(&self.seen).clone()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Joint tasks deviates from the legacy choice only for a predicted gain above this
@@ -99,18 +169,33 @@ pub struct Planner {
 const TASKS_MARGIN: f64 = 0.9;
 
 impl Planner {
-    /// A planner with the default cost model.
+    /// A planner with the default (uncalibrated) cost model, full-packet mode.
     pub fn new(backend: Backend, workers_granted: usize) -> Self {
         Self::with_model(backend, workers_granted, CostModel::default())
     }
 
-    /// A planner with a given (e.g. calibrated) cost model.
+    /// A planner with a given (e.g. calibrated) cost model, full-packet mode.
     pub fn with_model(backend: Backend, workers_granted: usize, model: CostModel) -> Self {
         Planner {
             backend,
             workers: workers_granted.max(1),
+            mode: PacketMode::FullPacket,
             model,
+            tuned: Mutex::new(TuningTable::default()),
+            seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same planner for launches in packet mode `mode` (part of tuning keys).
+    pub fn with_mode(mut self, mode: PacketMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The same planner with the oracle results of `table` (see [`tuning`](super::tuning)).
+    pub fn with_tuning(self, table: TuningTable) -> Self {
+        *lock(&self.tuned) = table;
+        self
     }
 
     /// The cost model.
@@ -118,71 +203,50 @@ impl Planner {
         &self.model
     }
 
-    fn predict(&self, op: Op, shape: &Shape, config: LaunchConfig, grain: Grain) -> f64 {
-        self.model
-            .predict(op, shape, self.backend.width(), config, grain, self.workers)
+    /// The backend plans are made for.
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
-    fn plan_of(&self, op: Op, shape: &Shape, config: LaunchConfig, grain: Grain) -> Plan {
+    /// Workers granted (the pool the plans are for).
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// A copy of the tuning table.
+    pub fn tuning(&self) -> TuningTable {
+        lock(&self.tuned).clone()
+    }
+
+    /// The tuning key of `profile` for this planner.
+    pub fn key(&self, profile: &LaunchProfile) -> String {
+        tuning::key(profile, self.backend.width(), self.workers, self.mode)
+    }
+
+    /// The model's prediction for `profile` run with `config` and `grain`, µs.
+    pub fn predict(&self, profile: &LaunchProfile, config: LaunchConfig, grain: Grain) -> f64 {
+        self.model
+            .predict(profile, self.backend.width(), config, grain, self.workers)
+    }
+
+    fn plan_of(&self, p: &LaunchProfile, config: LaunchConfig, grain: Grain) -> Plan {
         Plan {
             config,
             grain,
-            predicted_us: self.predict(op, shape, config, grain),
+            predicted_us: self.predict(p, config, grain),
+            source: PlanSource::Model,
         }
     }
 
-    /// The `local` candidates: W, 2W, 4W, … up to the row (rounded up to W).
-    fn local_candidates(&self, op: Op, shape: &Shape) -> Vec<usize> {
-        let w = self.backend.width();
-        match *shape {
-            Shape::Rows { cols, .. } => {
-                let sched = crate::ops::schedule_cols(op, cols);
-                let row = sched.div_ceil(w) * w;
-                let mut v = Vec::new();
-                let mut l = w;
-                while l < row {
-                    v.push(l);
-                    l *= 2;
-                }
-                v.push(row);
-                v
-            }
-            Shape::Attention(a) => vec![attention::local_for(&a, w)],
+    fn attention_local(&self, p: &LaunchProfile) -> usize {
+        match p.work {
+            Work::Attention(a) => attention::local_for(&a, self.backend.width()),
+            Work::Rows { .. } => 0,
         }
     }
 
-    /// The `block` candidates: 1, 2, 4, … up to the rows of a segment.
-    fn block_candidates(shape: &Shape) -> Vec<usize> {
-        let rows = match *shape {
-            Shape::Rows { rows, .. } => rows,
-            Shape::Attention(a) => a.q_len,
-        };
-        let mut v = Vec::new();
-        let mut b = 1;
-        while b < rows {
-            v.push(b);
-            b *= 2;
-        }
-        v.push(rows);
-        v
-    }
-
-    /// The grain candidates: 0, caller and 1, 2, 4, … up to the number of groups.
-    fn grain_candidates(groups: usize) -> Vec<Grain> {
-        let mut v = vec![Grain::Legacy, Grain::Caller];
-        let mut k = 1;
-        while k <= groups {
-            v.extend(Grain::tasks(k));
-            k *= 2;
-        }
-        v
-    }
-
-    fn groups(shape: &Shape, block: usize) -> usize {
-        match *shape {
-            Shape::Rows { rows, .. } => rows.div_ceil(block),
-            Shape::Attention(a) => a.batch * a.q_heads * a.q_len.div_ceil(block),
-        }
+    fn locals(&self, p: &LaunchProfile) -> Vec<usize> {
+        search::local_candidates(p, self.backend.width(), self.attention_local(p))
     }
 
     fn best<I: IntoIterator<Item = Plan>>(plans: I) -> Plan {
@@ -193,66 +257,247 @@ impl Planner {
     }
 
     /// The plan `strategy` picks for `op` at `shape`; `Ok(None)` when the strategy
-    /// does not apply (`local` for attention). `Oracle` needs measurements and is an
-    /// error here.
+    /// does not apply (`local` for attention). See [`Planner::plan_launch`].
     pub fn plan(&self, strategy: Strategy, op: Op, shape: &Shape) -> Result<Option<Plan>> {
-        shape.validate(op)?;
+        self.plan_launch(strategy, &LaunchProfile::for_op(op, shape)?)
+    }
+
+    /// The plan `strategy` picks for a launch described by `profile`, without
+    /// measuring it:
+    /// - `whole`, `local`, `joint_legacy`, `joint_tasks`: the seed's candidates,
+    ///   chosen by the cost model (`local` is `Ok(None)` for attention);
+    /// - `auto`: the oracle's result if this launch was tuned, else the result of
+    ///   run-time refinement if it ran, else the model's best over
+    ///   local × block × grain;
+    /// - `oracle`: the tuned result; [`Error::NotTuned`] if the launch was never
+    ///   searched (run [`Planner::oracle`], or `taskgrain tune`).
+    pub fn plan_launch(&self, strategy: Strategy, p: &LaunchProfile) -> Result<Option<Plan>> {
+        p.validate()?;
         let w = self.backend.width();
         let plan = match strategy {
             Strategy::Whole => {
-                let config = CostModel::whole_config(op, shape, w);
-                self.plan_of(op, shape, config, Grain::Legacy)
+                let config = match p.work {
+                    Work::Rows { cols, .. } => LaunchConfig {
+                        local: cols.div_ceil(w) * w,
+                        block: 1,
+                    },
+                    Work::Attention(_) => LaunchConfig {
+                        local: self.attention_local(p),
+                        block: 1,
+                    },
+                };
+                self.plan_of(p, config, Grain::Legacy)
             }
             Strategy::Local => {
-                if op == Op::Attention {
+                let Work::Rows { rows, .. } = p.work else {
                     return Ok(None);
-                }
-                let block = match *shape {
-                    Shape::Rows { rows, .. } => rows.min(32),
-                    Shape::Attention(_) => unreachable!("attention returned above"),
                 };
-                Self::best(self.local_candidates(op, shape).into_iter().map(|local| {
-                    self.plan_of(op, shape, LaunchConfig { local, block }, Grain::Legacy)
-                }))
+                let block = rows.min(32);
+                Self::best(
+                    self.locals(p)
+                        .into_iter()
+                        .map(|local| self.plan_of(p, LaunchConfig { local, block }, Grain::Legacy)),
+                )
             }
-            Strategy::JointLegacy => self.joint_legacy(op, shape),
-            Strategy::JointTasks | Strategy::Auto => {
-                let legacy = self.joint_legacy(op, shape);
-                let mut best = legacy;
-                for local in self.local_candidates(op, shape) {
-                    for block in Self::block_candidates(shape) {
-                        let config = LaunchConfig { local, block };
-                        for grain in Self::grain_candidates(Self::groups(shape, block)) {
-                            let p = self.plan_of(op, shape, config, grain);
-                            if p.predicted_us < best.predicted_us {
-                                best = p;
-                            }
-                        }
-                    }
-                }
+            Strategy::JointLegacy => self.joint_legacy(p),
+            Strategy::JointTasks => {
+                let legacy = self.joint_legacy(p);
+                let best = self.joint_all(p);
                 if best.predicted_us < legacy.predicted_us * TASKS_MARGIN {
                     best
                 } else {
                     legacy
                 }
             }
+            Strategy::Auto => {
+                let key = self.key(p);
+                if let Some(t) = lock(&self.tuned).entries.get(&key).copied() {
+                    Plan {
+                        source: PlanSource::Tuned,
+                        ..self.plan_of(p, t.config, t.grain)
+                    }
+                } else if let Some((c, g)) = lock(&self.seen).get(&key).and_then(|s| s.refined) {
+                    Plan {
+                        source: PlanSource::Refined,
+                        ..self.plan_of(p, c, g)
+                    }
+                } else {
+                    self.joint_all(p)
+                }
+            }
             Strategy::Oracle => {
-                return Err(Error::BadArgument(
-                    "the oracle strategy measures: it needs a runtime and inputs".into(),
-                ));
+                let key = self.key(p);
+                let Some(t) = lock(&self.tuned).entries.get(&key).copied() else {
+                    return Err(Error::NotTuned(key));
+                };
+                Plan {
+                    source: PlanSource::Tuned,
+                    ..self.plan_of(p, t.config, t.grain)
+                }
             }
         };
         Ok(Some(plan))
     }
 
-    fn joint_legacy(&self, op: Op, shape: &Shape) -> Plan {
+    fn joint_legacy(&self, p: &LaunchProfile) -> Plan {
         let mut plans = Vec::new();
-        for local in self.local_candidates(op, shape) {
-            for block in Self::block_candidates(shape) {
-                plans.push(self.plan_of(op, shape, LaunchConfig { local, block }, Grain::Legacy));
+        for local in self.locals(p) {
+            for block in search::block_candidates(p) {
+                plans.push(self.plan_of(p, LaunchConfig { local, block }, Grain::Legacy));
             }
         }
         Self::best(plans)
+    }
+
+    /// Every candidate of the joint space local × block × grain, with the
+    /// model's prediction (`locals` that run identical code are kept once).
+    pub fn joint_space(&self, p: &LaunchProfile) -> Vec<Plan> {
+        let w = self.backend.width();
+        let locals = search::distinct_locals(p, w, &self.locals(p));
+        let mut v = Vec::new();
+        for &local in &locals {
+            for block in search::block_candidates(p) {
+                let config = LaunchConfig { local, block };
+                for grain in search::grain_candidates(p.groups(block)) {
+                    v.push(self.plan_of(p, config, grain));
+                }
+            }
+        }
+        v
+    }
+
+    fn joint_all(&self, p: &LaunchProfile) -> Plan {
+        let legacy = self.joint_legacy(p);
+        let best = Self::best(self.joint_space(p));
+        if best.predicted_us < legacy.predicted_us {
+            best
+        } else {
+            legacy
+        }
+    }
+
+    /// The oracle: an exhaustive measured search of the joint space (see
+    /// [`search::successive_halving`]); the result is added to the tuning table.
+    /// `measure` times a launch of `profile` with a candidate geometry and grain.
+    pub fn oracle(&self, p: &LaunchProfile, measure: &mut Measure<'_>) -> Result<Plan> {
+        p.validate()?;
+        let space = self.joint_space(p);
+        let cands: Vec<Candidate> = space.iter().map(|x| (x.config, x.grain)).collect();
+        let pred: Vec<f64> = space.iter().map(|x| x.predicted_us).collect();
+        let found = search::successive_halving(&cands, &pred, measure)?;
+        let (config, grain) = found.candidate;
+        lock(&self.tuned).entries.insert(
+            self.key(p),
+            Tuned {
+                config,
+                grain,
+                measured_us: found.measured_us,
+            },
+        );
+        Ok(Plan {
+            source: PlanSource::Tuned,
+            ..self.plan_of(p, config, grain)
+        })
+    }
+
+    /// Counts one call of the launch `profile` planned by `auto`; `true` exactly
+    /// once, on the [`REFINE_AFTER`]-th call of a launch that is neither tuned
+    /// nor refined yet: the caller should then run [`Planner::refine`].
+    pub fn due_for_refinement(&self, p: &LaunchProfile) -> bool {
+        let key = self.key(p);
+        if lock(&self.tuned).entries.contains_key(&key) {
+            return false;
+        }
+        let mut seen = lock(&self.seen);
+        let s = seen.entry(key).or_default();
+        s.calls = s.calls.saturating_add(1);
+        s.calls == REFINE_AFTER && s.refined.is_none()
+    }
+
+    /// The alternatives refinement measures: the model's choice first, then the
+    /// model's next best distinct plans and the neighbours of its choice (block
+    /// halved and doubled; legacy, caller and tasks of half or twice the groups).
+    pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
+        let first = self.joint_all(p);
+        let mut space = self.joint_space(p);
+        space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
+        let mut out = vec![first];
+        let push = |out: &mut Vec<Plan>, x: Plan| {
+            if !out
+                .iter()
+                .any(|o| o.config == x.config && o.grain == x.grain)
+            {
+                out.push(x);
+            }
+        };
+        let c = first.config;
+        let rows = p.segment_rows();
+        let blocks = [c.block / 2, c.block * 2]
+            .into_iter()
+            .filter(|&b| b >= 1 && b <= rows);
+        for block in blocks {
+            push(
+                &mut out,
+                self.plan_of(p, LaunchConfig { block, ..c }, first.grain),
+            );
+        }
+        let groups = p.groups(c.block);
+        let mut grains = vec![Grain::Legacy, Grain::Caller];
+        if let Grain::Tasks(k) = first.grain {
+            grains.extend(Grain::tasks(k.get() / 2));
+            grains.extend(Grain::tasks((k.get() * 2).min(groups)));
+        } else {
+            grains.extend(Grain::tasks(groups.div_ceil(4 * self.workers)));
+        }
+        for g in grains {
+            push(&mut out, self.plan_of(p, c, g));
+        }
+        // Parallel shapes the model may underrate: about 2, 8 and 32 groups per
+        // worker, legacy chunks and single-group tasks.
+        let per_seg = (rows as f64).max(1.0);
+        for per_worker in [2usize, 8, 32] {
+            let want = (per_worker * self.workers) as f64 / p.segments() as f64;
+            let block = ((per_seg / want).ceil() as usize).clamp(1, rows);
+            if p.groups(block) < 2 {
+                continue;
+            }
+            for g in [Grain::Legacy, Grain::tasks(1).expect("1 ≠ 0")] {
+                push(&mut out, self.plan_of(p, LaunchConfig { block, ..c }, g));
+            }
+        }
+        for x in space {
+            if out.len() > REFINE_ALTERNATIVES {
+                break;
+            }
+            push(&mut out, x);
+        }
+        out
+    }
+
+    /// The refined plan of `profile`, if refinement ran for it.
+    pub fn refined(&self, p: &LaunchProfile) -> Option<Plan> {
+        let (c, g) = lock(&self.seen).get(&self.key(p)).and_then(|s| s.refined)?;
+        Some(Plan {
+            source: PlanSource::Refined,
+            ..self.plan_of(p, c, g)
+        })
+    }
+
+    /// Run-time refinement of `profile`: measures [`Planner::refinement_candidates`]
+    /// with `measure`, keeps the fastest (the model's choice unless another is
+    /// faster by more than 2 %); later `auto` plans of this launch return it.
+    pub fn refine(&self, p: &LaunchProfile, measure: &mut Measure<'_>) -> Result<Plan> {
+        p.validate()?;
+        let cands = self.refinement_candidates(p);
+        let c: Vec<Candidate> = cands.iter().map(|x| (x.config, x.grain)).collect();
+        let pred: Vec<f64> = cands.iter().map(|x| x.predicted_us).collect();
+        let found = search::refine(&c, &pred, measure)?;
+        let key = self.key(p);
+        lock(&self.seen).entry(key).or_default().refined = Some(found.candidate);
+        Ok(Plan {
+            source: PlanSource::Refined,
+            ..self.plan_of(p, found.candidate.0, found.candidate.1)
+        })
     }
 }
 

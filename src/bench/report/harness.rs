@@ -3,7 +3,8 @@
 
 use super::affinity::CallerPin;
 use super::model::{
-    CandidateConfig, FixedGeometry, Meta, NamedMap, RatioSpec, Report, RowResult, SectionResult,
+    CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
+    SectionResult,
 };
 use super::stats::{paired_ratios, rotation, summarize, table_time};
 use super::{Planner, Strategy};
@@ -12,9 +13,12 @@ use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Prepared, Shape};
 use crate::packet::Backend;
+use crate::plan::LaunchProfile;
+use crate::plan::calibrate::ModelSource;
 use crate::pool::{Grain, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;
+use std::path::PathBuf;
 
 /// How to run the report. [`Default`] is the seed's setting.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +42,11 @@ pub struct ReportConfig {
     /// Pin the calling thread to the first allowed CPU while measuring (the
     /// pool's helpers are pinned to the others); see [`super::affinity`].
     pub pin_caller: bool,
+    /// Where the planner's cost model comes from (default: the calibration
+    /// cache, calibrating first if it is missing or invalid).
+    pub model: ModelSource,
+    /// The calibration cache directory (`None` = the default location).
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for ReportConfig {
@@ -52,6 +61,8 @@ impl Default for ReportConfig {
             fusion: false,
             seed: 1,
             pin_caller: true,
+            model: ModelSource::CachedOrCalibrate,
+            cache_dir: None,
         }
     }
 }
@@ -144,6 +155,50 @@ impl SectionSpec {
         }
     }
 
+    /// The `auto` section: our policy against the oracle on `cases`, paired
+    /// ratio auto / oracle.
+    pub fn auto(cases: Vec<(Op, Shape)>) -> SectionSpec {
+        SectionSpec {
+            name: "auto".into(),
+            candidates: CandidateSet::Strategies(vec![Strategy::Auto, Strategy::Oracle]),
+            ratio: ("auto".into(), "oracle".into()),
+            requires_identical: false,
+            cases,
+        }
+    }
+
+    /// A section named `name` comparing `strategies` on `cases`; the paired ratio
+    /// is joint_tasks / joint_legacy when both are present, else last / first.
+    pub fn strategies(
+        name: &str,
+        strategies: Vec<Strategy>,
+        cases: Vec<(Op, Shape)>,
+    ) -> Result<SectionSpec> {
+        if strategies.is_empty() {
+            return Err(Error::BadArgument(
+                "--strategies needs at least one strategy".into(),
+            ));
+        }
+        let has = |s| strategies.contains(&s);
+        let ratio = if has(Strategy::JointTasks) && has(Strategy::JointLegacy) {
+            ("joint_tasks".to_string(), "joint_legacy".to_string())
+        } else if has(Strategy::Auto) && has(Strategy::Oracle) {
+            ("auto".to_string(), "oracle".to_string())
+        } else {
+            (
+                strategies[strategies.len() - 1].name().to_string(),
+                strategies[0].name().to_string(),
+            )
+        };
+        Ok(SectionSpec {
+            name: name.into(),
+            candidates: CandidateSet::Strategies(strategies),
+            ratio,
+            requires_identical: false,
+            cases,
+        })
+    }
+
     /// Candidate names in column order.
     pub fn candidate_names(&self) -> Vec<String> {
         match &self.candidates {
@@ -183,7 +238,6 @@ pub struct Progress<'a> {
 /// The benchmark harness: a runtime, a planner and the settings.
 pub struct Harness {
     runtime: Runtime,
-    planner: Planner,
     cfg: ReportConfig,
 }
 
@@ -199,13 +253,19 @@ impl Harness {
             pool: PoolConfig::with_workers(cfg.workers),
             width: Some(backend.width()),
             mode: PacketMode::from_switch(cfg.full_packet),
+            model: cfg.model,
+            cache_dir: cfg.cache_dir.clone(),
         })?;
-        let planner = Planner::new(backend, runtime.pool().workers_granted());
-        Ok(Harness {
-            runtime,
-            planner,
-            cfg,
-        })
+        Ok(Harness { runtime, cfg })
+    }
+
+    fn planner(&self) -> &Planner {
+        self.runtime.planner()
+    }
+
+    /// Notes from loading the planner's caches (warnings, a calibration).
+    pub fn notes(&self) -> &[String] {
+        self.runtime.notes()
     }
 
     /// The runtime every candidate runs on.
@@ -265,6 +325,16 @@ impl Harness {
         for s in specs {
             sections.push(self.run_section(s, progress)?);
         }
+        // Every row carries every strategy's plan as the planner ends the run
+        // (refined and tuned plans included).
+        for sec in &mut sections {
+            for row in &mut sec.rows {
+                let op: Op = row.op.parse()?;
+                let shape = Shape::from_dims(op, &row.shape)?;
+                row.plans = self.plans_of(op, &shape)?;
+            }
+            sec.prediction = super::model::PredictionQuality::of(sec);
+        }
         Ok(Report {
             meta: Meta {
                 load_start,
@@ -302,27 +372,64 @@ impl Harness {
             },
             requires_identical: spec.requires_identical,
             fixed,
+            prediction: None,
             rows,
         })
     }
 
-    /// Each candidate's launch on this row; `None` = unsupported.
+    /// Every strategy's plan for a row, as the planner stands (`null`: not
+    /// applicable, or the oracle never searched this launch).
+    fn plans_of(&self, op: Op, shape: &Shape) -> Result<NamedMap<Option<PlanInfo>>> {
+        let p = LaunchProfile::for_op(op, shape)?;
+        let planner = self.planner();
+        let mut v = Vec::new();
+        for s in Strategy::ALL {
+            let plan = match s {
+                Strategy::Auto => match planner.refined(&p) {
+                    Some(x) => Some(x),
+                    None => planner.plan_launch(s, &p)?,
+                },
+                Strategy::Oracle => planner.plan_launch(s, &p).ok().flatten(),
+                _ => planner.plan_launch(s, &p)?,
+            };
+            v.push((s.name().to_string(), plan.map(PlanInfo::from)));
+        }
+        Ok(NamedMap(v))
+    }
+
+    /// Each candidate's launch on this row; `None` = unsupported. `auto` is
+    /// refined on these inputs as repeated calls would be (ignoring any tuned
+    /// result); `oracle` always searches afresh.
     fn resolve(
         &self,
         spec: &SectionSpec,
         op: Op,
         shape: &Shape,
+        inputs: &OwnedInputs,
     ) -> Result<Vec<Option<(LaunchConfig, Grain)>>> {
         match &spec.candidates {
-            CandidateSet::Strategies(list) => list
-                .iter()
-                .map(|&s| {
-                    Ok(self
-                        .planner
-                        .plan(s, op, shape)?
-                        .map(|p| (p.config, p.grain)))
-                })
-                .collect(),
+            CandidateSet::Strategies(list) => {
+                let p = LaunchProfile::for_op(op, shape)?;
+                let planner = self.planner();
+                let mut scratch = vec![0.0f32; ops::output_len(shape)];
+                let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
+                    self.runtime
+                        .time_launch(inputs.view(), shape, &mut scratch, c, g, n)
+                };
+                let mut v = Vec::with_capacity(list.len());
+                for &s in list {
+                    let plan = match s {
+                        Strategy::Auto => Some(match planner.refined(&p) {
+                            Some(x) => x,
+                            None => planner.refine(&p, &mut measure)?,
+                        }),
+                        Strategy::Oracle => Some(planner.oracle(&p, &mut measure)?),
+                        _ => planner.plan_launch(s, &p)?,
+                    };
+                    v.push(plan.map(|p| (p.config, p.grain)));
+                }
+                Ok(v)
+            }
             CandidateSet::FixedGrain { config, grains } => {
                 Ok(grains.iter().map(|&g| Some((*config, g))).collect())
             }
@@ -342,7 +449,7 @@ impl Harness {
         let inputs = OwnedInputs::generate(op, *shape, self.cfg.seed)?;
         let reference = ops::reference(inputs.view(), shape);
         let tol = ops::tolerance(op);
-        let resolved = self.resolve(spec, op, shape)?;
+        let resolved = self.resolve(spec, op, shape, &inputs)?;
         let prepared: Vec<Option<(Prepared<'_>, Grain)>> = resolved
             .iter()
             .map(|r| {
@@ -500,6 +607,7 @@ impl Harness {
                     .collect(),
             ),
             variants: NamedMap(names.iter().cloned().zip(variants).collect()),
+            plans: NamedMap(Vec::new()),
             output_hashes: NamedMap(names.iter().cloned().zip(hashes).collect()),
             outputs_identical,
             kernel_identical,

@@ -177,6 +177,30 @@ impl Lang {
         }
     }
 
+    /// The cost model's prediction quality over a section.
+    pub fn prediction_line(self, q: &super::model::PredictionQuality) -> String {
+        let per: Vec<String> = q
+            .per_candidate
+            .iter()
+            .filter_map(|(c, v)| v.map(|v| format!("{c} {:.0}%", 100.0 * v)))
+            .collect();
+        match self {
+            Lang::En => format!(
+                "Prediction quality: median |predicted − measured| / measured = {:.1}% over {} \
+                 candidate × row pairs (target ≤ 25%); per candidate: {}.",
+                100.0 * q.median_rel_err,
+                q.pairs,
+                per.join(", ")
+            ),
+            Lang::Zh => format!(
+                "预测质量：|预测 − 实测| / 实测 的中位数 = {:.1}%，共 {} 个候选 × 行（目标 ≤ 25%）；各候选：{}。",
+                100.0 * q.median_rel_err,
+                q.pairs,
+                per.join("、")
+            ),
+        }
+    }
+
     /// The line defining the section's paired ratio.
     pub fn ratio_definition(self, s: &SectionResult) -> String {
         match self {

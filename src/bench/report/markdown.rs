@@ -65,6 +65,9 @@ fn render_section(s: &mut String, sec: &SectionResult, lang: Lang) {
         let _ = writeln!(s, "{line}");
     }
     s.push('\n');
+    if let Some(q) = &sec.prediction {
+        let _ = writeln!(s, "{}\n", lang.prediction_line(q));
+    }
     if sec.requires_identical {
         let mut variants: Vec<String> = Vec::new();
         for r in &sec.rows {

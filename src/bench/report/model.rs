@@ -121,6 +121,9 @@ pub struct SectionResult {
     pub requires_identical: bool,
     /// Fixed geometry of the section (fixed-grain), if any.
     pub fixed: Option<FixedGeometry>,
+    /// How well the cost model predicted the measured times of this section's
+    /// planner candidates (`null` for sections without planner candidates).
+    pub prediction: Option<PredictionQuality>,
     /// One entry per op/shape.
     pub rows: Vec<RowResult>,
 }
@@ -174,6 +177,10 @@ pub struct RowResult {
     pub round_p50_us: NamedMap<Option<Vec<f64>>>,
     /// The launch each candidate ran; `null` = unsupported.
     pub configs: NamedMap<Option<CandidateConfig>>,
+    /// Every strategy's plan for this op/shape (whole, local, joint_legacy,
+    /// joint_tasks, auto, oracle) as the planner stood at the end of the run;
+    /// `null` = not applicable (local for attention) or never searched (oracle).
+    pub plans: NamedMap<Option<PlanInfo>>,
     /// The compiled kernel variant each candidate ran.
     pub variants: NamedMap<Option<String>>,
     /// FNV-1a hash of each candidate's output bytes.
@@ -209,4 +216,80 @@ pub fn shape_label(dims: &[usize]) -> String {
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join("×")
+}
+
+/// A strategy's plan: geometry, grain, the model's prediction and its source.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PlanInfo {
+    /// Work-items per group.
+    pub local: usize,
+    /// Rows per group.
+    pub block: usize,
+    /// Grain code (0 legacy, k tasks of k groups, 4294967295 caller).
+    pub grain: u32,
+    /// The cost model's prediction for this launch, µs.
+    pub predicted_us: f64,
+    /// `model`, `refined` or `tuned`.
+    pub source: &'static str,
+}
+
+impl From<crate::plan::Plan> for PlanInfo {
+    fn from(p: crate::plan::Plan) -> Self {
+        PlanInfo {
+            local: p.config.local,
+            block: p.config.block,
+            grain: p.grain.as_u32(),
+            predicted_us: p.predicted_us,
+            source: p.source.name(),
+        }
+    }
+}
+
+/// Median |predicted − measured| / measured over a section's (row, candidate)
+/// pairs whose candidate is a planner strategy.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictionQuality {
+    /// Median relative error over every pair.
+    pub median_rel_err: f64,
+    /// Pairs counted.
+    pub pairs: usize,
+    /// Median relative error per candidate.
+    pub per_candidate: NamedMap<Option<f64>>,
+}
+
+impl PredictionQuality {
+    /// The prediction quality of `sec` (`None` without planner candidates).
+    pub fn of(sec: &SectionResult) -> Option<PredictionQuality> {
+        if sec.fixed.is_some() {
+            return None;
+        }
+        let mut all = Vec::new();
+        let mut per = Vec::new();
+        for c in &sec.candidates {
+            let mut errs = Vec::new();
+            for r in &sec.rows {
+                let (Some(Some(t)), Some(Some(p))) = (r.times_us.get(c), r.plans.get(c)) else {
+                    continue;
+                };
+                let cfg = r.configs.get(c).copied().flatten();
+                // The plan must be the launch that was timed.
+                if cfg
+                    .is_some_and(|k| k.local == p.local && k.block == p.block && k.grain == p.grain)
+                    && *t > 0.0
+                {
+                    errs.push((p.predicted_us - t).abs() / t);
+                }
+            }
+            all.extend_from_slice(&errs);
+            per.push((
+                c.clone(),
+                (!errs.is_empty()).then(|| crate::bench::timing::median(&errs)),
+            ));
+        }
+        (!all.is_empty()).then(|| PredictionQuality {
+            median_rel_err: crate::bench::timing::median(&all),
+            pairs: all.len(),
+            per_candidate: NamedMap(per),
+        })
+    }
 }
