@@ -314,7 +314,11 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn streamed_outputs_are_correct_at_every_alignment() {
     let shape = Shape::rows(512, 4096);
-    assert!(ops::streams_output(ops::output_len(&shape)));
+    assert!(ops::streams_output(Op::RmsNorm, ops::output_len(&shape)));
+    assert!(!ops::streams_output(
+        Op::MaskedSoftmax,
+        ops::output_len(&shape)
+    ));
     for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
         let inputs = OwnedInputs::generate(op, shape, 11).unwrap();
         let reference = ops::reference(inputs.view(), &shape);
@@ -329,6 +333,8 @@ fn streamed_outputs_are_correct_at_every_alignment() {
                 PacketMode::FullPacket,
             )
             .unwrap();
+            assert_eq!(launch.streams(), op != Op::MaskedSoftmax, "{op}");
+            let launch = launch.with_stream(true);
             assert!(
                 launch.variant().ends_with("/stream"),
                 "{}",
