@@ -28,6 +28,7 @@
 //! thread name, `taskgrain-*`) used during the second after a launch, as a
 //! percentage of one core (from `/proc/self/task/*/schedstat`, Linux only).
 
+use crate::bench::report::affinity::CallerPin;
 use crate::error::{Error, Result};
 use crate::pool::{Pool, PoolConfig, available_cores};
 use rayon::prelude::*;
@@ -327,6 +328,17 @@ fn measure(cfg: &DispatchConfig) -> Result<DispatchReport> {
                 &over
             } else {
                 &pool
+            };
+            // The pool leaves the first allowed CPU to the caller and pins its
+            // helpers to the others, so the measuring thread takes that CPU (as
+            // the report harness does): left free, the scheduler sometimes parks
+            // it on the helper's CPU, where the two time-share and the helper
+            // never runs a task (help 0 % instead of 100 %). Pinned after the
+            // pools exist, so their view of the allowed CPUs is unchanged.
+            let _pin = if cfg.pin && condition != Condition::Oversubscribed {
+                CallerPin::first_allowed()
+            } else {
+                CallerPin::none()
             };
             push(&Mechanism::Pool(p), calls)?;
         }
