@@ -69,9 +69,11 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 
 /// Whether `op`'s output of `elems` f32s is written with non-temporal stores.
 ///
-/// Attention and masked_softmax never stream. masked_softmax: its last pass rescales the row it has just
-/// written, and streaming that back out measured 1.03–1.12× slower at 1024x4096
-/// (`examples/stream_ab`), where rmsnorm, layernorm and rope gained 5–21 %.
+/// Attention and masked_softmax never stream. masked_softmax's last pass
+/// rescales the row it has just written, and streaming that back out measured
+/// 1.03–1.12× slower at 1024x4096 (`examples/stream_ab`), where rmsnorm,
+/// layernorm and rope gained 5–21 %. Whoever runs a streaming row kernel fences
+/// at the end of each group ([`rows::run_group`] does).
 pub fn streams_output(op: Op, elems: usize) -> bool {
     op.is_row_op() && op != Op::MaskedSoftmax && elems.saturating_mul(4) >= STREAM_MIN_BYTES
 }
