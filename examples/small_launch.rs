@@ -1,4 +1,5 @@
-//! One small launch on the caller, many times: for instruction counts
+//! One small launch on the caller, many times, directly and through the graph
+//! executor (fused and unfused): for instruction counts
 //! (`valgrind --tool=callgrind target/release/examples/small_launch rmsnorm 17x65 10000`).
 
 use taskgrain::ops::{Op, OwnedInputs, Shape};
@@ -24,5 +25,18 @@ fn main() -> Result<(), taskgrain::Error> {
     }
     let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
     println!("{} {shape}: {us:.3} µs per call", launch.variant());
+    // The same geometry through the graph executor, fused and unfused.
+    let (tensors, n) = inputs.view().tensors();
+    for fusion in [true, false] {
+        let graph = rt.graph(op, &shape, fusion)?;
+        let plans = vec![(config, Grain::Caller); graph.launches()];
+        let t = std::time::Instant::now();
+        for _ in 0..calls {
+            rt.run_planned(&graph, &tensors[..n], &mut out, &plans)?;
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        let variant = rt.graph_variant(&graph, &tensors[..n], &plans)?;
+        println!("{variant} {shape}: {us:.3} µs per call");
+    }
     Ok(())
 }

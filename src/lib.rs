@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod cli;
 pub mod error;
+pub mod graph;
 pub mod ops;
 pub mod packet;
 pub mod plan;

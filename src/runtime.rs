@@ -18,13 +18,17 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::ops::{self, LaunchConfig, OpInputs, Prepared, Shape};
+use crate::graph::{self, Graph, exec::Executor, exec::NodeLaunch};
+use crate::ops::{self, LaunchConfig, Op, OpInputs, Prepared, Shape};
 use crate::packet::Backend;
 use crate::plan::calibrate::{self, ModelSource};
+use crate::plan::search::Measure;
 use crate::plan::{LaunchProfile, Plan, Planner, Strategy, tuning::TuningTable};
 use crate::pool::{Grain, LaunchStats, Pool, PoolConfig};
 use crate::simt::PacketMode;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// How to build a [`Runtime`].
@@ -57,15 +61,40 @@ impl Default for RuntimeConfig {
 }
 
 /// Per-call choices; `None` lets the planner decide.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct RunOptions {
-    /// Launch geometry (overrides the strategy's).
+    /// Launch geometry of every launch (overrides the strategy's).
     pub config: Option<LaunchConfig>,
-    /// Task grain (overrides the strategy's).
+    /// Task grain of every launch (overrides the strategy's).
     pub grain: Option<Grain>,
     /// The planning strategy; `None` = [`Strategy::Auto`].
     pub strategy: Option<Strategy>,
+    /// Fuse the operator's graph into one launch (the default) or run its
+    /// unfused chain of launches.
+    pub fusion: bool,
 }
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            config: None,
+            grain: None,
+            strategy: None,
+            fusion: true,
+        }
+    }
+}
+
+/// How [`Runtime::run_graph`] asks for launch `i`'s geometry and grain: given
+/// its profile and a way to time it alone (for refinement or search).
+pub type Choose<'a> =
+    dyn FnMut(usize, &LaunchProfile, &mut Measure<'_>) -> Result<(LaunchConfig, Grain)> + 'a;
+
+/// How one prepared launch of a graph is run (plainly, or traced).
+type LaunchFn<'a> = dyn FnMut(&NodeLaunch<'_>, Grain, &mut [f32]) -> Result<LaunchStats> + 'a;
+
+/// The graph of one operator call, as [`Runtime::graph`] caches it.
+type GraphKey = (Op, Shape, bool);
 
 /// A worker pool plus the kernel settings every call of this runtime uses, and
 /// the planner (cost model, tuning table, run-time refinement state).
@@ -76,6 +105,8 @@ pub struct Runtime {
     planner: Planner,
     cache_dir: PathBuf,
     notes: Vec<String>,
+    graphs: Mutex<HashMap<GraphKey, Arc<Graph>>>,
+    executor: Executor,
 }
 
 impl Runtime {
@@ -102,6 +133,8 @@ impl Runtime {
             planner,
             cache_dir,
             notes,
+            graphs: Mutex::default(),
+            executor: Executor::default(),
         })
     }
 
@@ -177,11 +210,38 @@ impl Runtime {
         Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
     }
 
-    /// The plan `strategy` gives this call. `auto` counts the call and, on the
+    /// The plan `strategy` gives one launch described by `profile`. `auto`
+    /// counts the launch and, on the
     /// [`REFINE_AFTER`](crate::plan::strategy::REFINE_AFTER)-th call of the same
-    /// launch, refines its plan by timing a few alternatives on these inputs
-    /// (writing `out`, which any later launch overwrites). `oracle` runs the
-    /// exhaustive search the first time a launch is seen without a tuned result.
+    /// launch, refines its plan by timing a few alternatives with `measure`;
+    /// `oracle` runs the exhaustive search the first time a launch is seen
+    /// without a tuned result.
+    pub fn plan_launch(
+        &self,
+        strategy: Strategy,
+        profile: &LaunchProfile,
+        measure: &mut Measure<'_>,
+    ) -> Result<Plan> {
+        match strategy {
+            Strategy::Auto if self.planner.due_for_refinement(profile) => {
+                return self.planner.refine(profile, measure);
+            }
+            Strategy::Oracle if self.planner.plan_launch(strategy, profile).is_err() => {
+                return self.planner.oracle(profile, measure);
+            }
+            _ => {}
+        }
+        self.planner.plan_launch(strategy, profile)?.ok_or_else(|| {
+            Error::BadArgument(format!(
+                "the {strategy} strategy does not apply to this launch ({:?})",
+                profile.work
+            ))
+        })
+    }
+
+    /// The plan `strategy` gives a one-launch call of `inputs`' operator (what
+    /// fusion makes of every operator), refining or searching on these inputs
+    /// like [`Runtime::plan_launch`] (writing `out`).
     pub fn plan_call(
         &self,
         strategy: Strategy,
@@ -189,28 +249,172 @@ impl Runtime {
         shape: &Shape,
         out: &mut [f32],
     ) -> Result<Plan> {
-        let op = inputs.op();
-        let profile = LaunchProfile::for_op(op, shape)?;
+        let profile = LaunchProfile::for_op(inputs.op(), shape)?;
         let mut measure =
             |c: LaunchConfig, g: Grain, n: usize| self.time_launch(inputs, shape, out, c, g, n);
-        match strategy {
-            Strategy::Auto if self.planner.due_for_refinement(&profile) => {
-                return self.planner.refine(&profile, &mut measure);
-            }
-            Strategy::Oracle if self.planner.plan_launch(strategy, &profile).is_err() => {
-                return self.planner.oracle(&profile, &mut measure);
-            }
-            _ => {}
-        }
-        self.planner
-            .plan_launch(strategy, &profile)?
-            .ok_or_else(|| {
-                Error::BadArgument(format!("the {strategy} strategy does not apply to {op}"))
-            })
+        self.plan_launch(strategy, &profile, &mut measure)
     }
 
-    /// Runs one operator call: plans what `opts` leaves open (by default with
-    /// `auto`, refined after a few calls of the same launch), prepares and launches.
+    /// The graph `op` runs at `shape` with fusion on or off (built once per
+    /// runtime and shape, then shared).
+    pub fn graph(&self, op: Op, shape: &Shape, fusion: bool) -> Result<Arc<Graph>> {
+        let key = (op, *shape, fusion);
+        let mut cache = self.graphs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(g) = cache.get(&key) {
+            return Ok(Arc::clone(g));
+        }
+        let g = Arc::new(graph::for_op(op, shape, fusion)?);
+        cache.insert(key, Arc::clone(&g));
+        Ok(g)
+    }
+
+    /// Runs `graph` once: its inputs are `inputs` (in graph-input order), its
+    /// result goes to `out`. For each launch in order, `choose(i, profile,
+    /// measure)` gives the geometry and grain (`measure` times that launch alone
+    /// on these inputs, for refinement or search). Intermediates come from a
+    /// reused arena.
+    pub fn run_graph(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        choose: &mut Choose<'_>,
+    ) -> Result<LaunchStats> {
+        self.exec_graph(graph, inputs, out, choose, &mut |l, g, dst| {
+            self.pool
+                .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
+        })
+    }
+
+    /// [`Runtime::run_planned`], with the last launch recorded as a timeline
+    /// (which worker ran which group, when) instead of run plainly.
+    pub fn trace_planned(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        plans: &[(LaunchConfig, Grain)],
+    ) -> Result<crate::bench::trace::LaunchTrace> {
+        check_plans(graph, plans)?;
+        let last = graph.launches() - 1;
+        let mut trace = None;
+        self.exec_graph(
+            graph,
+            inputs,
+            out,
+            &mut |i, _, _| Ok(plans[i]),
+            &mut |l, g, dst| {
+                if l.index() != last {
+                    return self
+                        .pool
+                        .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o));
+                }
+                let t = crate::bench::trace::trace_launch(
+                    self,
+                    l.tiling(),
+                    &|k, o| l.run_group(k, o),
+                    l.variant(),
+                    g,
+                    dst,
+                )?;
+                let stats = t.stats;
+                trace = Some(t);
+                Ok(stats)
+            },
+        )?;
+        Ok(trace.expect("the last launch ran"))
+    }
+
+    fn exec_graph(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        choose: &mut Choose<'_>,
+        launch: &mut LaunchFn<'_>,
+    ) -> Result<LaunchStats> {
+        check_bindings(graph, inputs, out)?;
+        let mut arena = self.executor.take();
+        arena.fit(graph);
+        let mut stats = LaunchStats::default();
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let profile = graph::exec::node_profile(graph, i)?;
+            let is_out = node.output == graph.output();
+            let mut own = if is_out {
+                Vec::new()
+            } else {
+                arena.take(node.output)
+            };
+            let dst: &mut [f32] = if is_out { &mut *out } else { &mut own };
+            let result = {
+                let tensor = |t| arena.tensor(graph, inputs, t);
+                let prepare =
+                    |c| NodeLaunch::prepare(graph, i, &tensor, self.backend, c, self.mode);
+                let plan = {
+                    let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
+                        let l = prepare(c)?;
+                        let t = Instant::now();
+                        for _ in 0..n.max(1) {
+                            self.pool
+                                .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))?;
+                        }
+                        Ok(t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
+                    };
+                    choose(i, &profile, &mut measure)
+                };
+                plan.and_then(|(c, g)| launch(&prepare(c)?, g, dst))
+            };
+            if !is_out {
+                arena.put(node.output, own);
+            }
+            match result {
+                Ok(s) => stats.merge(s),
+                Err(e) => {
+                    self.executor.give(arena);
+                    return Err(e);
+                }
+            }
+        }
+        self.executor.give(arena);
+        Ok(stats)
+    }
+
+    /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
+    /// launch `i`): what the benchmarks time.
+    pub fn run_planned(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        plans: &[(LaunchConfig, Grain)],
+    ) -> Result<LaunchStats> {
+        check_plans(graph, plans)?;
+        self.run_graph(graph, inputs, out, &mut |i, _, _| Ok(plans[i]))
+    }
+
+    /// The kernel variant each launch of `graph` runs with `plans`, joined by ` → `.
+    pub fn graph_variant(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        plans: &[(LaunchConfig, Grain)],
+    ) -> Result<String> {
+        let mut arena = self.executor.take();
+        arena.fit(graph);
+        check_plans(graph, plans)?;
+        let mut names = Vec::with_capacity(graph.launches());
+        for (i, &(c, _)) in plans.iter().enumerate() {
+            let tensor = |t| arena.tensor(graph, inputs, t);
+            let l = NodeLaunch::prepare(graph, i, &tensor, self.backend, c, self.mode);
+            names.push(l.map(|l| l.variant()));
+        }
+        self.executor.give(arena);
+        Ok(names.into_iter().collect::<Result<Vec<_>>>()?.join(" → "))
+    }
+
+    /// Runs one operator call: its graph (fused unless `opts.fusion` is off),
+    /// each launch planned with `opts.strategy` (default `auto`, refined after a
+    /// few calls of the same launch) unless `opts` fixes its geometry and grain.
     pub fn run(
         &self,
         inputs: OpInputs<'_>,
@@ -218,18 +422,66 @@ impl Runtime {
         out: &mut [f32],
         opts: &RunOptions,
     ) -> Result<LaunchStats> {
-        let (config, grain) = match (opts.config, opts.grain) {
-            (Some(c), Some(g)) => (c, g),
-            _ => {
-                let strategy = opts.strategy.unwrap_or(Strategy::Auto);
-                let plan = self.plan_call(strategy, inputs, shape, out)?;
-                (
-                    opts.config.unwrap_or(plan.config),
-                    opts.grain.unwrap_or(plan.grain),
-                )
-            }
-        };
-        let launch = self.prepare(inputs, shape, config)?;
-        self.launch(&launch, grain, out)
+        let op = inputs.op();
+        let graph = self.graph(op, shape, opts.fusion)?;
+        let (tensors, n) = inputs.tensors();
+        let strategy = opts.strategy.unwrap_or(Strategy::Auto);
+        self.run_graph(
+            &graph,
+            &tensors[..n],
+            out,
+            &mut |_, profile, measure| match (opts.config, opts.grain) {
+                (Some(c), Some(g)) => Ok((c, g)),
+                (c, g) => {
+                    let plan = self.plan_launch(strategy, profile, measure)?;
+                    Ok((c.unwrap_or(plan.config), g.unwrap_or(plan.grain)))
+                }
+            },
+        )
     }
+}
+
+/// Checks that there is one plan per launch.
+fn check_plans(graph: &Graph, plans: &[(LaunchConfig, Grain)]) -> Result<()> {
+    if plans.len() == graph.launches() {
+        Ok(())
+    } else {
+        Err(Error::BadArgument(format!(
+            "{} plans for a graph of {} launches",
+            plans.len(),
+            graph.launches()
+        )))
+    }
+}
+
+/// Checks that `inputs` and `out` have the lengths `graph` expects.
+fn check_bindings(graph: &Graph, inputs: &[&[f32]], out: &[f32]) -> Result<()> {
+    if inputs.len() != graph.inputs().len() {
+        return Err(Error::ShapeMismatch(format!(
+            "the graph takes {} inputs, got {}",
+            graph.inputs().len(),
+            inputs.len()
+        )));
+    }
+    for (&t, x) in graph.inputs().iter().zip(inputs) {
+        let want = graph.tensor(t);
+        if x.len() != want.shape.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "input {} {} needs {} elements, got {}",
+                want.name,
+                want.shape,
+                want.shape.len(),
+                x.len()
+            )));
+        }
+    }
+    let want = graph.tensor(graph.output()).shape;
+    if out.len() != want.len() {
+        return Err(Error::ShapeMismatch(format!(
+            "output has {} elements, expected {} ({want})",
+            out.len(),
+            want.len()
+        )));
+    }
+    Ok(())
 }

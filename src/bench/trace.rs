@@ -8,9 +8,9 @@
 //! each slot is written once). The pool itself is not changed.
 
 use crate::error::Result;
-use crate::ops::Prepared;
 use crate::pool::{Grain, LaunchStats};
 use crate::runtime::Runtime;
+use crate::simt::{GroupFn, Tiling};
 use serde_json::{Value, json};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,11 +81,13 @@ pub struct LaunchTrace {
 /// Runs `launch` once on `rt` with `grain`, recording every group.
 pub fn trace_launch(
     rt: &Runtime,
-    launch: &Prepared<'_>,
+    tiling: &Tiling,
+    run_group: &GroupFn<'_>,
+    variant: String,
     grain: Grain,
     out: &mut [f32],
 ) -> Result<LaunchTrace> {
-    let groups = launch.tiling().groups();
+    let groups = tiling.groups();
     let slots: Vec<Slot> = (0..groups)
         .map(|_| Slot {
             worker: AtomicU64::new(0),
@@ -96,10 +98,10 @@ pub fn trace_launch(
     worker_index();
     let base = Instant::now();
     let ns = || base.elapsed().as_nanos() as u64;
-    let stats = rt.pool().launch(launch.tiling(), grain, out, &|g, o| {
+    let stats = rt.pool().launch(tiling, grain, out, &|g, o| {
         let w = worker_index();
         let s = ns();
-        launch.run_group(g, o);
+        run_group(g, o);
         let e = ns();
         let slot = &slots[g];
         slot.worker.store(w, Ordering::Relaxed);
@@ -122,7 +124,7 @@ pub fn trace_launch(
         workers: rt.pool().workers_granted(),
         grain,
         stats,
-        variant: launch.variant(),
+        variant,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
 use crate::plan::calibrate::ModelSource;
-use crate::plan::{LaunchProfile, Strategy};
+use crate::plan::{LaunchProfile, Plan, Strategy};
 use crate::pool::{Grain, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;
@@ -45,6 +45,10 @@ pub(super) struct RunArgs {
     /// Full-packet specialization on or off.
     #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     full_packet: bool,
+    /// Fusion on (one launch per operator) or off (DESIGN.md's unfused chain of
+    /// launches, each planned on its own).
+    #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
+    fusion: bool,
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -70,6 +74,19 @@ struct Config {
     grain: u32,
 }
 
+/// One launch of the call's graph.
+#[derive(Serialize)]
+struct LaunchReport {
+    kernel: String,
+    variant: String,
+    plan_source: String,
+    local: usize,
+    block: usize,
+    grain: u32,
+    groups: usize,
+    predicted_us: f64,
+}
+
 #[derive(Serialize)]
 struct RunReport {
     op: String,
@@ -83,6 +100,9 @@ struct RunReport {
     predicted_us: f64,
     groups: usize,
     full_packet: bool,
+    fusion: bool,
+    launches: usize,
+    launch_plan: Vec<LaunchReport>,
     workers_requested: usize,
     workers_granted: usize,
     tasks: usize,
@@ -133,6 +153,9 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         eprintln!("taskgrain: {n}");
     }
     let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let graph = runtime.graph(op, &shape, args.fusion)?;
+    let (tensors, n) = inputs.view().tensors();
+    let tensors = &tensors[..n];
     // The library's path: `auto` refines a launch it has seen a few times, as
     // the timed calls below would be.
     let warm = if args.strategy == Strategy::Auto {
@@ -140,31 +163,54 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     } else {
         1
     };
-    let mut plan = None;
+    let mut chosen: Vec<Option<(Plan, LaunchProfile)>> = vec![None; graph.launches()];
     for _ in 0..warm {
-        plan = Some(runtime.plan_call(args.strategy, inputs.view(), &shape, &mut out)?);
+        runtime.run_graph(&graph, tensors, &mut out, &mut |i, profile, measure| {
+            let plan = runtime.plan_launch(args.strategy, profile, measure)?;
+            chosen[i] = Some((plan, *profile));
+            Ok((plan.config, plan.grain))
+        })?;
     }
-    let plan = plan.expect("at least one planning call");
     if args.strategy == Strategy::Oracle {
         runtime.planner().tuning().store(runtime.cache_dir())?;
     }
-    let config = LaunchConfig {
-        local: args.local.unwrap_or(plan.config.local),
-        block: args.block.unwrap_or(plan.config.block),
-    };
-    let grain = args.grain.unwrap_or(plan.grain);
-    let overridden = config != plan.config || grain != plan.grain;
-    let predicted_us =
-        runtime
-            .planner()
-            .predict(&LaunchProfile::for_op(op, &shape)?, config, grain);
-    let launch = runtime.prepare(inputs.view(), &shape, config)?;
+    let kernels = graph.kernel_names();
+    let mut plans = Vec::with_capacity(graph.launches());
+    let mut launch_plan = Vec::with_capacity(graph.launches());
+    for (i, c) in chosen.iter().enumerate() {
+        let (plan, profile) = c.expect("every launch was planned");
+        let config = LaunchConfig {
+            local: args.local.unwrap_or(plan.config.local),
+            block: args.block.unwrap_or(plan.config.block),
+        };
+        let grain = args.grain.unwrap_or(plan.grain);
+        let overridden = config != plan.config || grain != plan.grain;
+        plans.push((config, grain));
+        launch_plan.push(LaunchReport {
+            kernel: kernels[i].clone(),
+            variant: String::new(),
+            plan_source: if overridden {
+                "overridden".into()
+            } else {
+                plan.source.name().into()
+            },
+            local: config.local,
+            block: config.block,
+            grain: grain.as_u32(),
+            groups: profile.groups(config.block),
+            predicted_us: runtime.planner().predict(&profile, config, grain),
+        });
+    }
+    let variants = runtime.graph_variant(&graph, tensors, &plans)?;
+    for (l, v) in launch_plan.iter_mut().zip(variants.split(" → ")) {
+        l.variant = v.to_string();
+    }
     // A failing launch (a kernel panic) ends the run with its error before timing.
-    let first = runtime.launch(&launch, grain, &mut out)?;
+    let first = runtime.run_planned(&graph, tensors, &mut out, &plans)?;
     let mut helped = 0usize;
     let mut failure = None;
     let times = time_calls(3, args.reps, || {
-        match runtime.launch(&launch, grain, &mut out) {
+        match runtime.run_planned(&graph, tensors, &mut out, &plans) {
             Ok(stats) => helped += stats.helped as usize,
             Err(e) => failure = Some(e),
         }
@@ -174,12 +220,13 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     }
     let p50 = median(&times);
     if let Some(path) = &args.trace {
-        let trace = crate::bench::trace::trace_launch(&runtime, &launch, grain, &mut out)?;
+        let trace = runtime.trace_planned(&graph, tensors, &mut out, &plans)?;
         let title = format!("taskgrain run {op} {shape}");
         let json = serde_json::to_string(&trace.to_chrome_json(&title)).expect("trace serializes");
         crate::bench::report::write_atomic(path, json.as_bytes())?;
         eprintln!(
-            "taskgrain: trace of one launch ({} groups, {} tasks, {} of {} workers ran groups, {:.1} µs) written to {}",
+            "taskgrain: trace of one launch ({}, {} groups, {} tasks, {} of {} workers ran groups, {:.1} µs) written to {}",
+            trace.variant,
             trace.groups.len(),
             trace.stats.tasks,
             trace.active_workers(),
@@ -188,6 +235,15 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
             path.display()
         );
     }
+    // The headline geometry is the last launch's (the only one when fused).
+    let (config, grain) = *plans.last().expect("a graph has a launch");
+    let predicted_us: f64 = launch_plan.iter().map(|l| l.predicted_us).sum();
+    let groups: usize = launch_plan.iter().map(|l| l.groups).sum();
+    let plan_source = if launch_plan.iter().any(|l| l.plan_source == "overridden") {
+        "overridden".to_string()
+    } else {
+        launch_plan[launch_plan.len() - 1].plan_source.clone()
+    };
     let bytes = ops::traffic_bytes(op, &shape);
     let check = args.check.then(|| {
         let reference = ops::reference(inputs.view(), &shape);
@@ -198,21 +254,20 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         shape: shape.dims(),
         width: backend.width(),
         backend: backend.name(),
-        variant: launch.variant(),
+        variant: variants,
         strategy: args.strategy.name().into(),
-        plan_source: if overridden {
-            "overridden".into()
-        } else {
-            plan.source.name().into()
-        },
+        plan_source,
         predicted_us,
         config: Config {
             local: config.local,
             block: config.block,
             grain: grain.as_u32(),
         },
-        groups: launch.tiling().groups(),
+        groups,
         full_packet: args.full_packet,
+        fusion: args.fusion,
+        launches: graph.launches(),
+        launch_plan,
         workers_requested: runtime.pool().workers_requested(),
         workers_granted: runtime.pool().workers_granted(),
         tasks: first.tasks,
@@ -231,14 +286,25 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
             serde_json::to_string_pretty(&report).expect("report serializes")
         );
     } else {
+        if report.launches > 1 {
+            for (i, l) in report.launch_plan.iter().enumerate() {
+                println!(
+                    "launch {i}: {} local {} block {} ({} groups) grain {} [{}]",
+                    l.variant, l.local, l.block, l.groups, l.grain, l.plan_source
+                );
+            }
+        }
         println!(
-            "{} {} {} [{} ({})]: local {} block {} ({} groups) grain {} ({} tasks) workers {}/{} \
-             p50 {:.3} µs (predicted {:.3}), {:.1} GB/s, hash {}",
+            "{} {} {} [{} ({})]: {} launch{} (fusion {}), local {} block {} ({} groups) grain {} \
+             ({} tasks) workers {}/{} p50 {:.3} µs (predicted {:.3}), {:.1} GB/s, hash {}",
             report.op,
             shape,
             report.variant,
             report.strategy,
             report.plan_source,
+            report.launches,
+            if report.launches == 1 { "" } else { "es" },
+            if report.fusion { "on" } else { "off" },
             config.local,
             config.block,
             report.groups,

@@ -87,7 +87,7 @@ impl RowKernel for SwiGlu<'_> {
 /// GELU as IEEE arithmetic evaluates 0.5·x·(1 + erf(x/√2)): at x = −inf that is
 /// −inf · 0 = NaN, where [`math::gelu`] returns its limit 0.
 #[inline(always)]
-fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
+pub(crate) fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
     let minus_inf = p.eq(x, p.splat(f32::NEG_INFINITY));
     p.select(minus_inf, p.splat(f32::NAN), math::gelu(p, x))
 }

@@ -166,6 +166,20 @@ impl<'a> OpInputs<'a> {
             OpInputs::Attention { .. } => Op::Attention,
         }
     }
+
+    /// The input slices in the order of [`input_names`] (unused entries empty)
+    /// and how many there are.
+    pub fn tensors(&self) -> ([&'a [f32]; 3], usize) {
+        match *self {
+            OpInputs::RmsNorm { x, w } => ([x, w, &[]], 2),
+            OpInputs::LayerNorm { x, w, b } => ([x, w, b], 3),
+            OpInputs::MaskedSoftmax { x, mask } => ([x, mask, &[]], 2),
+            OpInputs::SwiGlu { g, u } => ([g, u, &[]], 2),
+            OpInputs::GeluResidual { x, r } => ([x, r, &[]], 2),
+            OpInputs::Rope { x, cos, sin } => ([x, cos, sin], 3),
+            OpInputs::Attention { q, k, v } => ([q, k, v], 3),
+        }
+    }
 }
 
 /// Owned, seeded inputs for one operator and shape (the CLI's and the benchmarks' data).

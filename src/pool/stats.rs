@@ -26,4 +26,14 @@ impl LaunchStats {
             ..LaunchStats::default()
         }
     }
+
+    /// Adds the counters of a later launch of the same call (a graph's launches);
+    /// `helped` if any of them was helped.
+    pub fn merge(&mut self, other: LaunchStats) {
+        self.tasks += other.tasks;
+        self.caller_tasks += other.caller_tasks;
+        self.helper_tasks += other.helper_tasks;
+        self.helpers += other.helpers;
+        self.helped |= other.helped;
+    }
 }

@@ -35,7 +35,8 @@ fn flag(v: Option<bool>) -> String {
     v.map(|b| b.to_string()).unwrap_or_default()
 }
 
-/// Renders the CSV (no field needs quoting: names and shapes have no commas).
+/// Renders the CSV. Only the variant can hold a comma or quote (a fused
+/// expression, e.g. `map(mul(in0, in1))`); it is quoted as RFC 4180 says.
 pub fn render(r: &Report) -> String {
     let mut s = HEADER.join(",");
     s.push('\n');
@@ -45,7 +46,7 @@ pub fn render(r: &Report) -> String {
             for c in &sec.candidates {
                 let cfg = row.configs.get(c).copied().flatten();
                 let t = row.times_us.get(c).copied().flatten();
-                let variant = row.variants.get(c).cloned().flatten().unwrap_or_default();
+                let variant = quote(&row.variants.get(c).cloned().flatten().unwrap_or_default());
                 let _ = writeln!(
                     s,
                     "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
@@ -72,4 +73,13 @@ pub fn render(r: &Report) -> String {
         }
     }
     s
+}
+
+/// `field`, quoted (with inner quotes doubled) when it holds a comma or quote.
+fn quote(field: &str) -> String {
+    if field.contains([',', '"', '\n']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
 }

@@ -11,9 +11,10 @@ use super::{Planner, Strategy};
 use crate::bench::suites::Suite;
 use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
-use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Prepared, Shape};
+use crate::graph::Graph;
+use crate::graph::exec::node_profile;
+use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
-use crate::plan::LaunchProfile;
 use crate::plan::calibrate::ModelSource;
 use crate::pool::{Grain, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
@@ -35,7 +36,8 @@ pub struct ReportConfig {
     pub width: Option<usize>,
     /// Full-packet specialization.
     pub full_packet: bool,
-    /// Fusion (not implemented yet: `true` is an error).
+    /// Fusion: each operator one launch (`true`), or DESIGN.md's unfused chain
+    /// of launches, each planned on its own (`false`, the seed's setting).
     pub fusion: bool,
     /// Seed of the generated inputs.
     pub seed: u64,
@@ -78,12 +80,6 @@ impl ReportConfig {
         }
         if self.workers == 0 {
             return Err(Error::BadArgument("--workers must be at least 1".into()));
-        }
-        if self.fusion {
-            return Err(Error::BadArgument(
-                "--fusion on is not implemented yet (fusion is a later issue); use --fusion off"
-                    .into(),
-            ));
         }
         Ok(())
     }
@@ -378,61 +374,93 @@ impl Harness {
     }
 
     /// Every strategy's plan for a row, as the planner stands (`null`: not
-    /// applicable, or the oracle never searched this launch).
+    /// applicable, or the oracle never searched this launch). For a graph of
+    /// several launches: the last launch's geometry and grain, the sum of the
+    /// launches' predictions, and the source of the last.
     fn plans_of(&self, op: Op, shape: &Shape) -> Result<NamedMap<Option<PlanInfo>>> {
-        let p = LaunchProfile::for_op(op, shape)?;
+        let graph = self.runtime.graph(op, shape, self.cfg.fusion)?;
         let planner = self.planner();
         let mut v = Vec::new();
         for s in Strategy::ALL {
-            let plan = match s {
-                Strategy::Auto => match planner.refined(&p) {
-                    Some(x) => Some(x),
-                    None => planner.plan_launch(s, &p)?,
-                },
-                Strategy::Oracle => planner.plan_launch(s, &p).ok().flatten(),
-                _ => planner.plan_launch(s, &p)?,
-            };
-            v.push((s.name().to_string(), plan.map(PlanInfo::from)));
+            let mut total: Option<PlanInfo> = None;
+            for i in 0..graph.launches() {
+                let p = node_profile(&graph, i)?;
+                let plan = match s {
+                    Strategy::Auto => match planner.refined(&p) {
+                        Some(x) => Some(x),
+                        None => planner.plan_launch(s, &p)?,
+                    },
+                    Strategy::Oracle => planner.plan_launch(s, &p).ok().flatten(),
+                    _ => planner.plan_launch(s, &p)?,
+                };
+                let Some(plan) = plan else {
+                    total = None;
+                    break;
+                };
+                let before = total.map_or(0.0, |t| t.predicted_us);
+                total = Some(PlanInfo {
+                    predicted_us: before + plan.predicted_us,
+                    ..PlanInfo::from(plan)
+                });
+            }
+            v.push((s.name().to_string(), total));
         }
         Ok(NamedMap(v))
     }
 
-    /// Each candidate's launch on this row; `None` = unsupported. `auto` is
-    /// refined on these inputs as repeated calls would be (ignoring any tuned
-    /// result); `oracle` always searches afresh.
+    /// Each candidate's plan for every launch of `graph`; `None` = unsupported.
+    /// `auto` is refined on these inputs as repeated calls would be (ignoring
+    /// any tuned result); `oracle` always searches afresh.
     fn resolve(
         &self,
         spec: &SectionSpec,
-        op: Op,
-        shape: &Shape,
-        inputs: &OwnedInputs,
-    ) -> Result<Vec<Option<(LaunchConfig, Grain)>>> {
+        graph: &Graph,
+        tensors: &[&[f32]],
+    ) -> Result<Vec<Option<GraphPlan>>> {
+        let n = graph.launches();
         match &spec.candidates {
             CandidateSet::Strategies(list) => {
-                let p = LaunchProfile::for_op(op, shape)?;
                 let planner = self.planner();
-                let mut scratch = vec![0.0f32; ops::output_len(shape)];
-                let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
-                    self.runtime
-                        .time_launch(inputs.view(), shape, &mut scratch, c, g, n)
-                };
+                let len = graph.tensor(graph.output()).shape.len();
+                let mut scratch = vec![0.0f32; len];
                 let mut v = Vec::with_capacity(list.len());
                 for &s in list {
-                    let plan = match s {
-                        Strategy::Auto => Some(match planner.refined(&p) {
-                            Some(x) => x,
-                            None => planner.refine(&p, &mut measure)?,
-                        }),
-                        Strategy::Oracle => Some(planner.oracle(&p, &mut measure)?),
-                        _ => planner.plan_launch(s, &p)?,
-                    };
-                    v.push(plan.map(|p| (p.config, p.grain)));
+                    let mut plans = Vec::with_capacity(n);
+                    if matches!(s, Strategy::Auto | Strategy::Oracle) {
+                        // Both measure each launch on these inputs as the graph runs.
+                        self.runtime.run_graph(
+                            graph,
+                            tensors,
+                            &mut scratch,
+                            &mut |_, p, measure| {
+                                let plan = match s {
+                                    Strategy::Auto => match planner.refined(p) {
+                                        Some(x) => x,
+                                        None => planner.refine(p, measure)?,
+                                    },
+                                    _ => planner.oracle(p, measure)?,
+                                };
+                                plans.push((plan.config, plan.grain));
+                                Ok((plan.config, plan.grain))
+                            },
+                        )?;
+                        v.push(Some(plans));
+                        continue;
+                    }
+                    for i in 0..n {
+                        match planner.plan_launch(s, &node_profile(graph, i)?)? {
+                            Some(plan) => plans.push((plan.config, plan.grain)),
+                            None => break,
+                        }
+                    }
+                    v.push((plans.len() == n).then_some(plans));
                 }
                 Ok(v)
             }
-            CandidateSet::FixedGrain { config, grains } => {
-                Ok(grains.iter().map(|&g| Some((*config, g))).collect())
-            }
+            CandidateSet::FixedGrain { config, grains } => Ok(grains
+                .iter()
+                .map(|&g| Some(vec![(*config, g); n]))
+                .collect()),
         }
     }
 
@@ -449,14 +477,12 @@ impl Harness {
         let inputs = OwnedInputs::generate(op, *shape, self.cfg.seed)?;
         let reference = ops::reference(inputs.view(), shape);
         let tol = ops::tolerance(op);
-        let resolved = self.resolve(spec, op, shape, &inputs)?;
-        let prepared: Vec<Option<(Prepared<'_>, Grain)>> = resolved
-            .iter()
-            .map(|r| {
-                r.map(|(config, grain)| Ok((rt.prepare(inputs.view(), shape, config)?, grain)))
-                    .transpose()
-            })
-            .collect::<Result<_>>()?;
+        let graph = rt.graph(op, shape, self.cfg.fusion)?;
+        let view = inputs.view();
+        let (tensor_array, tensor_count) = view.tensors();
+        let tensors = &tensor_array[..tensor_count];
+        let resolved = self.resolve(spec, &graph, tensors)?;
+        let prepared: Vec<Option<&GraphPlan>> = resolved.iter().map(Option::as_ref).collect();
         let active: Vec<usize> = (0..names.len())
             .filter(|&i| prepared[i].is_some())
             .collect();
@@ -471,10 +497,10 @@ impl Harness {
         // Verification: one launch per candidate into a NaN-poisoned buffer, so
         // a group that is never written cannot hide behind stale data.
         for &i in &active {
-            let (launch, grain) = prepared[i].as_ref().expect("active");
+            let plans = prepared[i].expect("active");
             let out = &mut outs[i];
             out.resize(len, f32::NAN);
-            rt.launch(launch, *grain, out)?;
+            rt.run_planned(&graph, tensors, out, plans)?;
             let check = ops::compare(out, &reference, tol);
             max_abs_err = max_abs_err.max(check.max_abs_err);
             if !check.ok {
@@ -485,14 +511,14 @@ impl Harness {
                 ));
             }
             hashes[i] = Some(ops::output_hash(out));
-            variants[i] = Some(launch.variant());
+            variants[i] = Some(rt.graph_variant(&graph, tensors, plans)?);
         }
 
         // Warm-up.
         for &i in &active {
-            let (launch, grain) = prepared[i].as_ref().expect("active");
+            let plans = prepared[i].expect("active");
             for _ in 0..self.cfg.warmup {
-                rt.launch(launch, *grain, &mut outs[i])?;
+                rt.run_planned(&graph, tensors, &mut outs[i], plans)?;
             }
         }
 
@@ -501,11 +527,11 @@ impl Harness {
         for round in 0..self.cfg.rounds {
             for j in rotation(active.len(), round) {
                 let i = active[j];
-                let (launch, grain) = prepared[i].as_ref().expect("active");
+                let plans = prepared[i].expect("active");
                 let out = &mut outs[i];
                 let mut failure = None;
                 let times = time_calls(0, self.cfg.reps, || {
-                    if let Err(e) = rt.launch(launch, *grain, out) {
+                    if let Err(e) = rt.run_planned(&graph, tensors, out, plans) {
                         failure = Some(e);
                     }
                 });
@@ -595,17 +621,26 @@ impl Harness {
                     .iter()
                     .zip(&resolved)
                     .map(|(n, r)| {
-                        (
-                            n.clone(),
-                            r.map(|(c, g)| CandidateConfig {
-                                local: c.local,
-                                block: c.block,
-                                grain: g.as_u32(),
-                            }),
-                        )
+                        let last = r.as_ref().and_then(|plans| plans.last());
+                        (n.clone(), last.map(|&(c, g)| candidate_config(c, g)))
                     })
                     .collect(),
             ),
+            launches: graph.launches(),
+            launch_configs: NamedMap(if graph.launches() > 1 {
+                names
+                    .iter()
+                    .zip(&resolved)
+                    .map(|(n, r)| {
+                        let all = r.as_ref().map(|plans| {
+                            plans.iter().map(|&(c, g)| candidate_config(c, g)).collect()
+                        });
+                        (n.clone(), all)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            }),
             variants: NamedMap(names.iter().cloned().zip(variants).collect()),
             plans: NamedMap(Vec::new()),
             output_hashes: NamedMap(names.iter().cloned().zip(hashes).collect()),
@@ -615,5 +650,16 @@ impl Harness {
             ok,
             problems,
         })
+    }
+}
+
+/// One geometry and grain per launch of a graph.
+type GraphPlan = Vec<(LaunchConfig, Grain)>;
+
+fn candidate_config(c: LaunchConfig, g: Grain) -> CandidateConfig {
+    CandidateConfig {
+        local: c.local,
+        block: c.block,
+        grain: g.as_u32(),
     }
 }

@@ -20,6 +20,11 @@ impl<V> NamedMap<V> {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl<V: Serialize> Serialize for NamedMap<V> {
@@ -175,8 +180,14 @@ pub struct RowResult {
     pub round_ratios: Vec<f64>,
     /// Every round's p50 per candidate, µs, in round order.
     pub round_p50_us: NamedMap<Option<Vec<f64>>>,
-    /// The launch each candidate ran; `null` = unsupported.
+    /// The launch each candidate ran (the last one, which writes the output,
+    /// when fusion is off and the operator is several); `null` = unsupported.
     pub configs: NamedMap<Option<CandidateConfig>>,
+    /// Launches per call (1 with fusion on; DESIGN.md's unfused counts with it off).
+    pub launches: usize,
+    /// Every launch each candidate ran, in order (only when there are several).
+    #[serde(skip_serializing_if = "NamedMap::is_empty")]
+    pub launch_configs: NamedMap<Option<Vec<CandidateConfig>>>,
     /// Every strategy's plan for this op/shape (whole, local, joint_legacy,
     /// joint_tasks, auto, oracle) as the planner stood at the end of the run;
     /// `null` = not applicable (local for attention) or never searched (oracle).

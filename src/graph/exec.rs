@@ -1,0 +1,444 @@
+//! Running a graph: each node bound to its tensors and a geometry becomes a
+//! [`NodeLaunch`] (one pool launch); intermediates live in an [`Arena`] that is
+//! reused from call to call, so a call allocates nothing once the arena has
+//! grown to the graph's size. The loop over nodes is
+//! [`Runtime::run_graph`](crate::runtime::Runtime::run_graph).
+
+use super::ir::{Expr, Graph, Kernel, MAX_INPUTS, Node, TensorId, TensorShape};
+use super::kernels::{self, Sources};
+use crate::error::{Error, Result};
+use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, Prepared, Shape};
+use crate::packet::{Backend, Packet, WithPacket, dispatch};
+use crate::plan::LaunchProfile;
+use crate::simt::{PacketMode, RowSchedule, Tiling};
+use std::sync::Mutex;
+
+/// Buffers for a graph's intermediates, indexed by tensor id.
+#[derive(Debug, Default)]
+pub struct Arena {
+    bufs: Vec<Vec<f32>>,
+}
+
+impl Arena {
+    /// Sizes the buffers for `graph`'s intermediates (allocates only to grow).
+    pub fn fit(&mut self, graph: &Graph) {
+        if self.bufs.len() < graph.tensor_count() {
+            self.bufs.resize_with(graph.tensor_count(), Vec::new);
+        }
+        for t in graph.intermediates() {
+            let len = graph.tensor(t).shape.len();
+            if self.bufs[t].len() != len {
+                self.bufs[t].resize(len, 0.0);
+            }
+        }
+    }
+
+    /// Takes intermediate `t`'s buffer out (to be written), leaving it empty.
+    pub fn take(&mut self, t: TensorId) -> Vec<f32> {
+        std::mem::take(&mut self.bufs[t])
+    }
+
+    /// Puts back a buffer taken with [`Arena::take`].
+    pub fn put(&mut self, t: TensorId, buf: Vec<f32>) {
+        self.bufs[t] = buf;
+    }
+
+    /// Tensor `t`: a graph input (from `inputs`, in graph-input order) or an
+    /// intermediate from this arena.
+    pub fn tensor<'a>(&'a self, graph: &Graph, inputs: &[&'a [f32]], t: TensorId) -> &'a [f32] {
+        match graph.inputs().iter().position(|&i| i == t) {
+            Some(j) => inputs[j],
+            None => &self.bufs[t],
+        }
+    }
+}
+
+/// Arenas for concurrent calls: a call takes one (or a new, empty one) and gives
+/// it back, so concurrent callers never share intermediates.
+#[derive(Debug, Default)]
+pub struct Executor {
+    arenas: Mutex<Vec<Arena>>,
+}
+
+impl Executor {
+    /// An arena for one call.
+    pub fn take(&self) -> Arena {
+        self.arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// Returns an arena for later calls.
+    pub fn give(&self, arena: Arena) {
+        self.arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(arena);
+    }
+}
+
+/// What the planner knows about node `i`'s launch. A graph that is one launch
+/// of a whole operator ([`Graph::operator`]) is planned as that operator, so it
+/// shares the operator's calibration, refinement and tuning.
+pub fn node_profile(graph: &Graph, i: usize) -> Result<LaunchProfile> {
+    let node = &graph.nodes()[i];
+    if let (1, Some((op, shape)), None) = (graph.launches(), graph.operator(), &node.epilogue) {
+        return LaunchProfile::for_op(op, &shape);
+    }
+    let out = graph.tensor(node.output).shape;
+    let rows = |op: Op| LaunchProfile::for_op(op, &Shape::rows(out.rows, out.cols));
+    let elementwise = |e: Option<&Expr>, flops: f64, passes: u32| {
+        let inputs = node.inputs.len() as f64;
+        let f = flops + e.map_or(0.0, Expr::flops);
+        LaunchProfile::rows(
+            out.rows,
+            out.cols,
+            out.cols,
+            4.0 * (inputs + 1.0),
+            f,
+            passes,
+        )
+    };
+    let mut p = match &node.kernel {
+        Kernel::RmsNorm => rows(Op::RmsNorm)?,
+        Kernel::LayerNorm => rows(Op::LayerNorm)?,
+        Kernel::Rope => rows(Op::Rope)?,
+        Kernel::Attention(a) => LaunchProfile::for_op(Op::Attention, &Shape::Attention(*a))?,
+        Kernel::Map(e) => elementwise(Some(e), 0.0, 0),
+        Kernel::Softmax { prologue } => elementwise(prologue.as_ref(), 12.0, 2),
+        Kernel::Scores(a) | Kernel::ProbsV(a) => {
+            let [q, k, v, o] = a.lens().map(|n| n as f64);
+            let s = (a.batch * a.q_heads * a.q_len * a.kv_len) as f64;
+            let (bytes, flops) = match node.kernel {
+                Kernel::Scores(_) => (q + k + s, 2.0 * s * a.dk as f64),
+                _ => (s + v + o, 2.0 * s * a.dv as f64),
+            };
+            LaunchProfile::attention(*a, 4.0 * bytes / o, flops / o)
+        }
+    };
+    if let Some(ep) = &node.epilogue {
+        // The epilogue reads its extra tensors once per output element.
+        let per_elem = out.len() as f64 / p.elements() as f64;
+        p.bytes_per_elem += 4.0 * ep.extra.len() as f64 * per_elem;
+        p.flops_per_elem += ep.expr.flops() * per_elem;
+        p.op = None;
+    }
+    Ok(p)
+}
+
+enum Body<'a> {
+    /// One of the operators' own kernels.
+    Op(Prepared<'a>),
+    Map(&'a Expr, Sources<'a>),
+    Softmax(Option<&'a Expr>, Sources<'a>),
+    Scores(AttnShape, &'a [f32], &'a [f32]),
+    ProbsV(AttnShape, &'a [f32], &'a [f32]),
+}
+
+/// One node bound to its tensors and a geometry: what one pool launch runs.
+pub struct NodeLaunch<'a> {
+    index: usize,
+    node: &'a Node,
+    body: Body<'a>,
+    backend: Backend,
+    mode: PacketMode,
+    tiling: Tiling,
+    sched: RowSchedule,
+    epilogue: Option<(&'a Expr, Sources<'a>, RowSchedule)>,
+}
+
+fn sources<'a>(list: impl IntoIterator<Item = &'a [f32]>, in0_is_out: bool) -> Sources<'a> {
+    let mut tensors: [&[f32]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+    let skip = usize::from(in0_is_out);
+    for (slot, t) in tensors.iter_mut().skip(skip).zip(list) {
+        *slot = t;
+    }
+    Sources {
+        tensors,
+        in0_is_out,
+    }
+}
+
+impl<'a> NodeLaunch<'a> {
+    /// Binds node `index` of `graph` to `tensor` (which resolves every tensor id
+    /// the node reads) with geometry `config`.
+    ///
+    /// When the graph is one launch computing a whole operator (what
+    /// fusion makes of every operator), that launch runs the operator's own
+    /// compiled kernel: the same arithmetic as the fused expression, specialized
+    /// at compile time instead of interpreted.
+    ///
+    /// Errors: `local` or `block` of 0; for attention-shaped kernels a `local`
+    /// other than the one the head dimensions fix.
+    pub fn prepare(
+        graph: &'a Graph,
+        index: usize,
+        tensor: &dyn Fn(TensorId) -> &'a [f32],
+        backend: Backend,
+        config: LaunchConfig,
+        mode: PacketMode,
+    ) -> Result<NodeLaunch<'a>> {
+        if config.local == 0 || config.block == 0 {
+            return Err(Error::BadGeometry(
+                "local and block must be at least 1".into(),
+            ));
+        }
+        let node: &'a Node = &graph.nodes()[index];
+        let w = backend.width();
+        let out: TensorShape = graph.tensor(node.output).shape;
+        let big = out.len().saturating_mul(4) >= ops::STREAM_MIN_BYTES;
+        let stream = big && node.epilogue.is_none();
+        let input = |k: usize| tensor(node.inputs[k]);
+        let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
+        let op = |op: Op, shape: Shape, list: &[&'a [f32]]| -> Result<Prepared<'a>> {
+            let inputs = OpInputs::new(op, &shape, list)?;
+            Ok(ops::prepare(inputs, &shape, backend, config, mode)?.with_stream(stream))
+        };
+        let rows_shape = Shape::rows(out.rows, out.cols);
+        let attn_local = |a: &AttnShape| {
+            let local = ops::attention::local_for(a, w);
+            if config.local == local {
+                Ok(())
+            } else {
+                Err(Error::BadGeometry(format!(
+                    "attention's local is fixed by its head dimensions: {local} at W{w}, got {}",
+                    config.local
+                )))
+            }
+        };
+        let compiled = match graph.operator() {
+            Some((op, shape)) if graph.launches() == 1 && node.epilogue.is_none() => {
+                Some((op, shape))
+            }
+            _ => None,
+        };
+        let (body, tiling, sched) = match &node.kernel {
+            _ if compiled.is_some() => {
+                let (whole_op, shape) = compiled.expect("checked");
+                let mut list: [&'a [f32]; 3] = [&[]; 3];
+                for (slot, &t) in list.iter_mut().zip(graph.inputs()) {
+                    *slot = tensor(t);
+                }
+                let n = graph.inputs().len().min(3);
+                (Body::Op(op(whole_op, shape, &list[..n])?), None, None)
+            }
+            Kernel::RmsNorm => (
+                Body::Op(op(Op::RmsNorm, rows_shape, &[input(0), input(1)])?),
+                None,
+                None,
+            ),
+            Kernel::LayerNorm => (
+                Body::Op(op(
+                    Op::LayerNorm,
+                    rows_shape,
+                    &[input(0), input(1), input(2)],
+                )?),
+                None,
+                None,
+            ),
+            Kernel::Rope => (
+                Body::Op(op(Op::Rope, rows_shape, &[input(0), input(1), input(2)])?),
+                None,
+                None,
+            ),
+            Kernel::Attention(a) => (
+                Body::Op(op(
+                    Op::Attention,
+                    Shape::Attention(*a),
+                    &[input(0), input(1), input(2)],
+                )?),
+                None,
+                None,
+            ),
+            Kernel::Map(e) => (
+                Body::Map(e, sources((0..node.inputs.len()).map(input), false)),
+                Some(Tiling::rows(out.rows, out.cols, config.block)?),
+                Some(row_sched(out.cols).with_stream(stream)),
+            ),
+            Kernel::Softmax { prologue } => (
+                Body::Softmax(
+                    prologue.as_ref(),
+                    sources((0..node.inputs.len()).map(input), false),
+                ),
+                Some(Tiling::rows(out.rows, out.cols, config.block)?),
+                // Like masked_softmax, the softmax never streams: its last pass
+                // rescales the row it has just written.
+                Some(row_sched(out.cols)),
+            ),
+            Kernel::Scores(a) | Kernel::ProbsV(a) => {
+                attn_local(a)?;
+                let segs = a.batch * a.q_heads;
+                let body = match node.kernel {
+                    Kernel::Scores(_) => Body::Scores(*a, input(0), input(1)),
+                    _ => Body::ProbsV(*a, input(0), input(1)),
+                };
+                (
+                    body,
+                    Some(Tiling::segmented(segs, a.q_len, out.cols, config.block)?),
+                    Some(row_sched(out.cols)),
+                )
+            }
+        };
+        let (tiling, sched) = match &body {
+            Body::Op(p) => (*p.tiling(), row_sched(out.cols)),
+            _ => (
+                tiling.expect("set for graph kernels"),
+                sched.expect("set for graph kernels"),
+            ),
+        };
+        let epilogue = node.epilogue.as_ref().map(|ep| {
+            let src = sources(ep.extra.iter().map(|&t| tensor(t)), true);
+            let whole_row = out.cols.div_ceil(w) * w;
+            let s = RowSchedule::new(out.cols, whole_row, w, mode).with_stream(big);
+            (&ep.expr, src, s)
+        });
+        Ok(NodeLaunch {
+            index,
+            node,
+            body,
+            backend,
+            mode,
+            tiling,
+            sched,
+            epilogue,
+        })
+    }
+
+    /// How the output is cut into work-groups.
+    pub fn tiling(&self) -> &Tiling {
+        &self.tiling
+    }
+
+    /// The node's position in its graph.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// An identifier of the compiled code this launch runs, e.g.
+    /// `map(mul(silu(in1), in0))/avx2-w8/full-packet`.
+    pub fn variant(&self) -> String {
+        if let (Body::Op(p), None) = (&self.body, &self.epilogue) {
+            return p.variant();
+        }
+        let mode = if self.mode.full_packet() {
+            "full-packet"
+        } else {
+            "all-masked"
+        };
+        let streams = match (&self.body, &self.epilogue) {
+            (_, Some((_, _, s))) => s.streams(),
+            (Body::Op(p), None) => p.streams(),
+            _ => self.sched.streams(),
+        };
+        let stores = if streams { "/stream" } else { "" };
+        let mut name = self.node.kernel.name();
+        if let Some(ep) = &self.node.epilogue {
+            name.push_str(&format!("+epilogue({})", ep.expr));
+        }
+        format!("{name}/{}/{mode}{stores}", self.backend.name())
+    }
+
+    /// Runs work-group `group`, writing `out` (exactly `tiling().span(group)`).
+    #[inline]
+    pub fn run_group(&self, group: usize, out: &mut [f32]) {
+        match &self.body {
+            Body::Op(p) => p.run_group(group, out),
+            _ => dispatch(
+                self.backend,
+                Group {
+                    launch: self,
+                    group,
+                    out: &mut *out,
+                },
+            ),
+        }
+        if let Some((expr, src, sched)) = &self.epilogue {
+            dispatch(
+                self.backend,
+                Epilogue {
+                    expr,
+                    src: *src,
+                    sched,
+                    rows: self.tiling.global_rows(group),
+                    out,
+                },
+            );
+        }
+    }
+}
+
+struct Group<'l, 'a, 'o> {
+    launch: &'l NodeLaunch<'a>,
+    group: usize,
+    out: &'o mut [f32],
+}
+
+impl WithPacket for Group<'_, '_, '_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let l = self.launch;
+        let (t, sched) = (&l.tiling, &l.sched);
+        let len = t.row_len();
+        let rows = t.global_rows(self.group);
+        match &l.body {
+            Body::Op(_) => unreachable!("operator kernels dispatch themselves"),
+            Body::Map(expr, src) => {
+                let mut regs = kernels::regs(p);
+                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+                    kernels::map_row(p, sched, expr, *src, r, y, sched.streams(), &mut regs);
+                }
+            }
+            Body::Softmax(Some(expr), src) => {
+                let mut regs = kernels::regs(p);
+                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+                    kernels::map_row(p, sched, expr, *src, r, y, false, &mut regs);
+                    kernels::softmax_row(p, sched, None, y);
+                }
+            }
+            Body::Softmax(None, src) => {
+                let x = src.tensors[0];
+                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+                    kernels::softmax_row(p, sched, Some(&x[r * len..(r + 1) * len]), y);
+                }
+            }
+            Body::Scores(a, q, k) => {
+                let (segment, q_rows) = t.group_rows(self.group);
+                kernels::scores_group(p, a, l.mode, (q, k), segment, q_rows, self.out);
+            }
+            Body::ProbsV(a, probs, v) => {
+                let (segment, q_rows) = t.group_rows(self.group);
+                kernels::probs_v_group(p, a, l.mode, (probs, v), segment, q_rows, self.out);
+            }
+        }
+        if sched.streams() {
+            p.stream_fence();
+        }
+    }
+}
+
+struct Epilogue<'e, 'o> {
+    expr: &'e Expr,
+    src: Sources<'e>,
+    sched: &'e RowSchedule,
+    rows: std::ops::Range<usize>,
+    out: &'o mut [f32],
+}
+
+impl WithPacket for Epilogue<'_, '_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let len = self.sched.cols();
+        let mut regs = kernels::regs(p);
+        let stream = self.sched.streams();
+        for (y, r) in self.out.chunks_exact_mut(len).zip(self.rows) {
+            kernels::map_row(p, self.sched, self.expr, self.src, r, y, stream, &mut regs);
+        }
+        if stream {
+            p.stream_fence();
+        }
+    }
+}
