@@ -74,6 +74,8 @@ impl<P: Packet> PacketVisitor for Centred<'_, P> {
 struct Affine<'r, P: Packet> {
     p: P,
     x: &'r [f32],
+    /// The next row of x (empty for the last row), prefetched while this one is written.
+    next: &'r [f32],
     w: &'r [f32],
     b: &'r [f32],
     y: &'r mut [f32],
@@ -87,6 +89,7 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
+        p.prefetch(self.next, col);
         let n = p.mul(
             p.sub(p.sub(p.load_at(self.x, col), self.mean), self.delta),
             self.rstd,
@@ -134,6 +137,7 @@ impl RowKernel for LayerNorm<'_> {
         sched.visit(&mut Affine {
             p,
             x,
+            next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
             w: self.w,
             b: self.b,
             y,

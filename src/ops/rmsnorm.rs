@@ -1,7 +1,8 @@
 //! rmsnorm: y = x / sqrt(mean(x²) + 1e-6) · w, one row per work-group step.
 //!
 //! Two passes over each row (the row stays in L1/L2 between them): the sum of
-//! squares in the SIMT reduction order of [`RowSchedule`], then the scaled product.
+//! squares in the SIMT reduction order of [`RowSchedule`], then the scaled product,
+//! which also prefetches the next row so that its reads overlap this row's writes.
 
 use super::rows::{RowKernel, fold};
 use crate::packet::Packet;
@@ -41,6 +42,8 @@ impl<P: Packet> PacketVisitor for SumSq<'_, P> {
 struct Scale<'r, P: Packet> {
     p: P,
     x: &'r [f32],
+    /// The next row of x (empty for the last row), prefetched while this one is written.
+    next: &'r [f32],
     w: &'r [f32],
     y: &'r mut [f32],
     s: P::V,
@@ -51,6 +54,7 @@ impl<P: Packet> PacketVisitor for Scale<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
+        p.prefetch(self.next, col);
         let v = p.mul(
             p.mul(p.load_at(self.x, col), self.s),
             p.load_at(self.w, col),
@@ -82,6 +86,7 @@ impl RowKernel for RmsNorm<'_> {
         sched.visit(&mut Scale {
             p,
             x,
+            next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
             w: self.w,
             y,
             s: p.splat(s),

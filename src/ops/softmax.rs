@@ -1,7 +1,8 @@
 //! masked_softmax: y = softmax(x + mask) along each row.
 //!
 //! Three passes per row: the maximum of `x + mask`, then `e = exp(x + mask − max)`
-//! written to the output while summing, then the output scaled by `1 / sum`.
+//! written to the output while summing, then the output scaled by `1 / sum` (which
+//! also prefetches the next row's inputs, so that their reads overlap this row's writes).
 //! A row whose every entry is −inf gives zeros, never NaN; a NaN in a row makes
 //! the whole row NaN (it reaches the sum), as IEEE arithmetic would.
 
@@ -74,6 +75,8 @@ impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
 pub(crate) struct ScaleInPlace<'r, P: Packet> {
     pub p: P,
     pub y: &'r mut [f32],
+    /// Rows read next (or empty), prefetched while this one is written.
+    pub next: [&'r [f32]; 2],
     pub s: P::V,
     pub stream: bool,
 }
@@ -82,6 +85,8 @@ impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
+        p.prefetch(self.next[0], col);
+        p.prefetch(self.next[1], col);
         let v = p.mul(p.load_at(self.y, col), self.s);
         p.store_result_at(self.y, col, v, self.stream);
     }
@@ -122,9 +127,14 @@ impl RowKernel for MaskedSoftmax<'_> {
         };
         sched.visit(&mut es);
         let sum = p.reduce_add(fold(p, &mut es.acc, a));
+        let next = (r + 1) * c..(r + 2) * c;
         sched.visit(&mut ScaleInPlace {
             p,
             y: es.y,
+            next: [
+                self.x.get(next.clone()).unwrap_or(&[]),
+                self.mask.get(next).unwrap_or(&[]),
+            ],
             s: p.splat(1.0 / sum),
             stream: sched.streams(),
         });

@@ -1,9 +1,20 @@
 //! Vector math over any [`Packet`]: `exp`, `erf`, `sigmoid`, `silu`, `gelu`, `rsqrt`.
 //!
-//! Every function is generic over the backend, `#[inline(always)]`, branch-free
-//! (lane-wise `select`), and built only from the [`Packet`] primitives, so the scalar
-//! backend of the same width computes bit-identical results to the SIMD backends (the
-//! tests check this).
+//! Every function is generic over the backend, `#[inline(always)]`, and built only from
+//! the [`Packet`] primitives, so the scalar backend of the same width computes
+//! bit-identical results to the SIMD backends (the tests check this). Lanes are combined
+//! with `select`; the only branches skip a rare slow path (subnormal or overflowing
+//! results, gelu's tails) when no lane of the packet needs it, and a lane's value never
+//! depends on its neighbours (tested).
+//!
+//! ## Speed
+//!
+//! The fast paths are built for throughput at W8 and up: eˣ in the normal range is one
+//! product q·2ⁿ with 2ⁿ made from the bits of the rounded exponent (a fused multiply-add
+//! onto 1.5·2²³ + 127, then [`Packet::shl_exponent`]), without `round`, conversion or
+//! two-step scaling; their polynomials are evaluated by Estrin's scheme, whose dependency
+//! chain is about half as long as Horner's (an out-of-order core overlaps packets only as
+//! far as its scheduler reaches). `examples/math_throughput.rs` prints ns per packet.
 //!
 //! ## Accuracy
 //!
@@ -22,11 +33,11 @@
 //! | function | max measured error | asserted bound | notes |
 //! |---|---|---|---|
 //! | [`exp`] | 1 ulp | 2 ulp | whole domain incl. subnormal results |
-//! | [`erf`] | 2 ulp | 4 ulp | whole domain incl. subnormal `x` |
+//! | [`erf`] | 3 ulp | 4 ulp | whole domain incl. subnormal `x` |
 //! | [`sigmoid`] | 2 ulp | 3 ulp | whole domain incl. subnormal results |
 //! | [`silu`] | 3 ulp | 4 ulp | whole domain incl. subnormal results |
 //! | [`gelu`], x ≥ −1 | 2 ulp | 4 ulp | |
-//! | [`gelu`], −4√2 < x < −1 | 37 ulp | 64 ulp | cancellation in 1 + erf near x ≈ −2.1, see below |
+//! | [`gelu`], −4√2 < x < −1 | 43 ulp | 64 ulp | cancellation in 1 + erf near x ≈ −2.1, see below |
 //! | [`gelu`], x ≤ −4√2 | relative error up to ≈ 2× | \|y − ref\| ≤ 1e-6 + 1e-5·\|ref\| | \|gelu\| < 4.4e-8 there, see below |
 //! | [`rsqrt`] | 1 ulp | 1 ulp | correctly rounded `sqrt`, then one division |
 //!
@@ -36,7 +47,7 @@
 //! `fnma`), so the negative tail does not cancel in 1 + erf. Its error is not ulp-tight in
 //! two places, both far inside the operator bound |y − ref| ≤ 1e-6 + 1e-5·|ref|:
 //! - −2.13 < x < −1 (1 + erf(u) down to 0.034): the ulp-level error of erf is amplified by
-//!   the cancellation in 1 + erf (37 ulp measured, relative ≈ 2e-6);
+//!   the cancellation in 1 + erf (43 ulp measured, relative ≈ 2.5e-6);
 //! - x < −5.66 (|gelu| < 4.4e-8): the tail fit S ends at u = 4, beyond it S(4) is used, so
 //!   the result keeps the right order of magnitude and sign and underflows to −0 at the
 //!   right place, but its relative error grows to a factor ≈ 2 (absolute < 4.4e-8).
@@ -72,6 +83,14 @@ const EXP_HI: f32 = 89.0;
 /// Below this, eˣ rounds to +0 (e^−103.98 is half the smallest subnormal).
 const EXP_ZERO: f32 = -104.0;
 
+/// 1.5·2²³ + 127: `fma(x, LOG2E, EXP_SHIFTER)` rounds x·log₂e to an integer n in the low
+/// mantissa bits, biased so that [`Packet::shl_exponent`] turns it into 2ⁿ.
+const EXP_SHIFTER: f32 = 12_583_039.0;
+/// The fast paths take eˣ for x in [`EXP_NORMAL_LO`, `EXP_NORMAL_HI`] only: there
+/// n ∈ [−126, 127], so 2ⁿ is a normal number.
+const EXP_NORMAL_LO: f32 = -87.0;
+const EXP_NORMAL_HI: f32 = 88.0;
+
 /// Evaluates `c[0] + c[1]·t + … ` by Horner's rule with fused multiply-adds.
 #[inline(always)]
 fn horner<P: Packet>(p: P, t: P::V, c: &[f32]) -> P::V {
@@ -81,6 +100,25 @@ fn horner<P: Packet>(p: P, t: P::V, c: &[f32]) -> P::V {
         acc = p.fma(acc, t, p.splat(ck));
     }
     acc
+}
+
+/// Evaluates `c[0] + c[1]·t + … + c[N−1]·t^{N−1}` (N = 8 or 9) by Estrin's scheme:
+/// pairs c₂ₖ + c₂ₖ₊₁·t, then pairs of those with t², then with t⁴ — four dependent
+/// steps instead of eight, for two or three more multiplications.
+#[inline(always)]
+fn estrin<P: Packet, const N: usize>(p: P, t: P::V, c: &[f32; N]) -> P::V {
+    const { assert!(N == 8 || N == 9) };
+    let pair = |k: usize| p.fma(p.splat(c[k + 1]), t, p.splat(c[k]));
+    let t2 = p.mul(t, t);
+    let t4 = p.mul(t2, t2);
+    let lo = p.fma(pair(2), t2, pair(0));
+    let hi = p.fma(pair(6), t2, pair(4));
+    let hi = if N == 9 {
+        p.fma(p.splat(c[N - 1]), t4, hi)
+    } else {
+        hi
+    };
+    p.fma(hi, t4, lo)
 }
 
 /// eˣ = `q · 2ⁿ` for finite `x` in [`EXP_LO`, `EXP_HI`]: returns (q, n) with
@@ -94,11 +132,60 @@ fn exp_parts<P: Packet>(p: P, x: P::V) -> (P::V, P::V) {
     (horner(p, r, &EXP_C), n)
 }
 
+/// eˣ for x in [[`EXP_NORMAL_LO`], [`EXP_NORMAL_HI`]] (or NaN, which propagates), as one product
+/// q·2ⁿ with the power of two built from the bits of the rounded exponent (no
+/// `round`, no conversion, no two-step scaling). Relative error < 0.6 ulp + one rounding.
+#[inline(always)]
+fn exp_normal<P: Packet>(p: P, x: P::V) -> P::V {
+    let kf = p.fma(x, p.splat(LOG2E), p.splat(EXP_SHIFTER));
+    let n = p.sub(kf, p.splat(EXP_SHIFTER));
+    let r = p.fnma(n, p.splat(LN2_HI), x);
+    let r = p.fnma(n, p.splat(LN2_LO), r);
+    p.mul(exp_poly_short(p, r), p.shl_exponent(kf))
+}
+
+/// eʳ on [−ln2/2, ln2/2] by the [`EXP_C`] polynomial with a short dependency chain:
+/// 1 + (r + r²·(c₂ + c₃r + r²(c₄ + c₅r + c₆r²))), Estrin's scheme above r².
+#[inline(always)]
+fn exp_poly_short<P: Packet>(p: P, r: P::V) -> P::V {
+    let c = |k: usize| p.splat(EXP_C[k]);
+    let r2 = p.mul(r, r);
+    let lo = p.fma(c(3), r, c(2));
+    let hi = p.fma(p.fma(c(6), r, c(5)), r, c(4));
+    let t = p.fma(p.fma(hi, r2, lo), r2, r);
+    p.add(p.splat(1.0), t)
+}
+
 /// eˣ, within 1 ulp (measured; 2 ulp asserted) over the whole f32 domain, including
 /// results in the subnormal range. exp(x) = +inf for x > 88.7228, 0 for x < −103.972,
 /// exp(±0) = 1, exp(−inf) = 0, exp(+inf) = +inf, NaN → NaN.
+///
+/// For x in [−87, 88] (and NaN, which propagates) one product q·2ⁿ with 2ⁿ built from
+/// the bits of the rounded exponent, and x < −104 (e.g. the −inf of a softmax mask)
+/// gives 0; a packet with a lane in [−104, −87] (subnormal results) or above 88 takes
+/// [`exp_wide`] for those lanes, the others keep their values.
 #[inline(always)]
 pub fn exp<P: Packet>(p: P, x: P::V) -> P::V {
+    // `min`/`max` with the constant first keep a NaN.
+    let xc = p.min(p.splat(EXP_NORMAL_HI), p.max(p.splat(EXP_NORMAL_LO), x));
+    let y = p.select(p.lt(x, p.splat(EXP_ZERO)), p.zero(), exp_normal(p, xc));
+    // |x + 95.5| ≤ 8.5 ⇔ −104 ≤ x ≤ −87 (both sums are exact).
+    let mid = 0.5 * (EXP_ZERO + EXP_NORMAL_LO);
+    let subnormal = p.le(
+        p.abs(p.sub(x, p.splat(mid))),
+        p.splat(0.5 * (EXP_NORMAL_LO - EXP_ZERO)),
+    );
+    let wide = p.or_mask(subnormal, p.lt(p.splat(EXP_NORMAL_HI), x));
+    if p.any(wide) {
+        p.select(wide, exp_wide(p, x), y)
+    } else {
+        y
+    }
+}
+
+/// eˣ for any x with two-step exponent scaling (see [`exp`]).
+#[inline(always)]
+fn exp_wide<P: Packet>(p: P, x: P::V) -> P::V {
     // Lanes whose result is certainly 0 (x < −104, e.g. the −inf of a softmax mask)
     // compute e⁰ instead and are zeroed at the end: scaling to zero through the
     // subnormal range would cost a microcode assist per packet on x86.
@@ -152,24 +239,17 @@ const ERFC_MAX: f32 = 4.0;
 /// erf(x)/x − 2/√π_hi for |x| < [`ERF_SMALL`], so erf(x) = fma(x, 2/√π_hi, x·this).
 #[inline(always)]
 fn erf_small_rest<P: Packet>(p: P, x: P::V) -> P::V {
-    horner(p, p.mul(x, x), &ERF_P)
+    estrin(p, p.mul(x, x), &ERF_P)
 }
 
 /// ln(erfc(u)·e^{u²}) for `u` in [`ERF_SMALL`], [`ERFC_MAX`] (`u` is clamped there).
 #[inline(always)]
 fn erfc_s<P: Packet>(p: P, u: P::V) -> P::V {
     let u = p.min(p.max(u, p.splat(ERF_SMALL)), p.splat(ERFC_MAX));
-    horner(p, p.sub(u, p.splat(ERFC_MID)), &ERFC_S)
+    estrin(p, p.sub(u, p.splat(ERFC_MID)), &ERFC_S)
 }
 
-/// exp(a) for a finite or −inf argument `a` ≤ 0 (no NaN handling).
-#[inline(always)]
-fn exp_nonpos<P: Packet>(p: P, a: P::V) -> P::V {
-    let (q, n) = exp_parts(p, p.max(a, p.splat(EXP_LO)));
-    p.mul_pow2(q, n)
-}
-
-/// The error function, within 2 ulp (measured; 4 ulp asserted) over the whole f32
+/// The error function, within 3 ulp (measured; 4 ulp asserted) over the whole f32
 /// domain: erf(±0) = ±0, erf(x) = 2x/√π correctly rounded for tiny and subnormal x,
 /// erf(x) = ±1 for |x| ≥ 3.9192, erf(±inf) = ±1, NaN → NaN.
 ///
@@ -185,7 +265,8 @@ pub fn erf<P: Packet>(p: P, x: P::V) -> P::V {
     );
     let a = p.abs(x);
     let u = p.min(a, p.splat(ERFC_MAX)); // +inf → ERFC_MAX (NaN lanes take `small`)
-    let erfc = exp_nonpos(p, p.fnma(u, u, erfc_s(p, u)));
+    // S(u) − u² ≥ −18.6: no subnormal or zero results.
+    let erfc = exp_normal(p, p.fnma(u, u, erfc_s(p, u)));
     let one_minus = p.sub(p.splat(1.0), erfc);
     // (`select` rather than `copysign`: x < 0 here, never NaN or ±0.)
     let big = p.select(p.lt(x, p.zero()), p.neg(one_minus), one_minus);
@@ -199,35 +280,51 @@ pub fn erf<P: Packet>(p: P, x: P::V) -> P::V {
 /// domain, including subnormal results for x < −87.3: sigmoid(−inf) = 0,
 /// sigmoid(+inf) = 1, NaN → NaN; no overflow or inf/inf for any input.
 ///
-/// With e = e^{−|x|} = q·2ⁿ: x ≥ 0 gives 1/(1 + e), x < 0 gives (q/(1 + e))·2ⁿ, the
-/// power of two applied last so that tiny results are rounded once.
+/// With e = e^{−|x|} (|x| clamped to 87, so e is normal and built with one product):
+/// x ≥ 0 gives 1/(1 + e), x < 0 gives e/(1 + e). Lanes with x < −87, where 1 + e = 1 and
+/// the result may be subnormal, take [`exp`]`(x)` instead; a packet without such a lane
+/// (every packet of N(0,1)-like data) skips that path, with the same lane values.
 #[inline(always)]
 pub fn sigmoid<P: Packet>(p: P, x: P::V) -> P::V {
-    let na = p.max(p.neg(p.abs(x)), p.splat(EXP_LO));
-    let (q, n) = exp_parts(p, na);
-    let d = p.add(p.splat(1.0), p.mul_pow2(q, n));
-    let negative = p.lt(x, p.zero());
-    let num = p.select(negative, q, p.splat(1.0));
-    let k = p.select(negative, n, p.zero());
-    let y = p.mul_pow2(p.div(num, d), k);
-    p.select(p.is_nan(x), x, y)
+    // `max(c, ·)` keeps a NaN: it propagates to the result without a select.
+    let e = exp_normal(p, p.max(p.splat(EXP_NORMAL_LO), p.neg_abs(x)));
+    let d = p.add(p.splat(1.0), e);
+    let num = p.select(p.lt(x, p.zero()), e, p.splat(1.0));
+    let y = p.div(num, d);
+    let tail = p.lt(x, p.splat(EXP_NORMAL_LO));
+    if p.any(tail) {
+        p.select(tail, exp(p, x), y)
+    } else {
+        y
+    }
 }
 
 /// SiLU (swish) x·sigmoid(x), within 3 ulp (measured; 4 asserted) over the whole domain,
 /// including subnormal results: silu(−inf) = −0, silu(+inf) = +inf, NaN → NaN.
 ///
-/// x ≥ 0: x/(1 + e); x < 0: (x·q/(1 + e))·2ⁿ with e = e^{−|x|} = q·2ⁿ.
+/// With e = e^{−|x|} as in [`sigmoid`]: x ≥ 0 gives x/(1 + e), x < 0 gives (x·e)/(1 + e).
+/// Lanes with x < −87 take [`silu_tail`] (a packet without one skips it).
 #[inline(always)]
 pub fn silu<P: Packet>(p: P, x: P::V) -> P::V {
-    // For x < EXP_LO the result is −0 anyway; clamping keeps −inf out of the products.
+    let e = exp_normal(p, p.max(p.splat(EXP_NORMAL_LO), p.neg_abs(x)));
+    let d = p.add(p.splat(1.0), e);
+    let num = p.select(p.lt(x, p.zero()), p.mul(x, e), x); // NaN x: not negative → NaN
+    let y = p.div(num, d);
+    let tail = p.lt(x, p.splat(EXP_NORMAL_LO));
+    if p.any(tail) {
+        p.select(tail, silu_tail(p, x), y)
+    } else {
+        y
+    }
+}
+
+/// silu for x < −87 (and −inf): x·eˣ = (x·q)·2ⁿ with the power of two applied last, so
+/// that subnormal results are rounded once; below [`EXP_LO`] the result is −0.
+#[inline(always)]
+fn silu_tail<P: Packet>(p: P, x: P::V) -> P::V {
     let xc = p.max(x, p.splat(EXP_LO));
-    let na = p.max(p.neg(p.abs(x)), p.splat(EXP_LO));
-    let (q, n) = exp_parts(p, na);
-    let d = p.add(p.splat(1.0), p.mul_pow2(q, n));
-    let negative = p.lt(x, p.zero());
-    let num = p.select(negative, p.mul(xc, q), x); // NaN x: not negative → NaN
-    let k = p.select(negative, n, p.zero());
-    p.mul_pow2(p.div(num, d), k)
+    let (q, n) = exp_parts(p, xc);
+    p.mul_pow2(p.mul(xc, q), n)
 }
 
 // ---------------------------------------------------------------- gelu
@@ -235,6 +332,10 @@ pub fn silu<P: Packet>(p: P, x: P::V) -> P::V {
 const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// gelu(x) rounds to −0 below about −14.4; clamping keeps −inf out of the product.
 const GELU_LO: f32 = -20.0;
+
+/// Below this the tail's e^{S − x²/2} may leave the normal range (S ≥ −2.6 there):
+/// those lanes scale the product once, with [`Packet::mul_pow2`].
+const GELU_FAR: f32 = -12.9;
 
 /// Exact-erf GELU 0.5·x·(1 + erf(x/√2)); see the module table for its accuracy.
 ///
@@ -252,22 +353,30 @@ pub fn gelu<P: Packet>(p: P, x: P::V) -> P::V {
     );
     let a = p.abs(u);
     let big = p.le(p.splat(ERF_SMALL), a);
+    // NaN lanes are not `big`: 1 + small is NaN and so is the product below.
+    let xh = p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5));
     // Most packets of N(0,1)-like data have no lane in the tail: skip its exp then.
     // The lanes' values are the same either way, so results do not depend on it.
-    let one_plus_erf = if p.any(big) {
-        let half_x = p.mul(x, p.splat(0.5));
-        let erfc = exp_nonpos(p, p.fnma(x, half_x, erfc_s(p, a)));
-        p.select(
-            big,
-            p.select(p.lt(u, p.zero()), erfc, p.sub(p.splat(2.0), erfc)),
-            p.add(p.splat(1.0), small),
-        )
+    // (Not fma(xh, small, xh): at x = −0 that is +0.)
+    let y_small = p.mul(xh, p.add(p.splat(1.0), small));
+    if !p.any(big) {
+        return y_small;
+    }
+    let half_x = p.mul(x, p.splat(0.5));
+    let z = p.fnma(x, half_x, erfc_s(p, a));
+    // For x > 12.9 the clamp only changes how tiny the (ignored) erfc is.
+    let erfc = exp_normal(p, p.max(p.splat(EXP_NORMAL_LO), z));
+    let one_plus_erf = p.select(p.lt(u, p.zero()), erfc, p.sub(p.splat(2.0), erfc));
+    let y = p.select(big, p.mul(xh, one_plus_erf), y_small);
+    let far = p.lt(x, p.splat(GELU_FAR));
+    if p.any(far) {
+        // (x/2)·q·2ⁿ with the power of two last: subnormal results are rounded once,
+        // and gelu(x) is −0 below about −14.4 (x = −inf included: z = −inf).
+        let (q, n) = exp_parts(p, p.max(z, p.splat(EXP_LO)));
+        p.select(far, p.mul_pow2(p.mul(xh, q), n), y)
     } else {
-        p.add(p.splat(1.0), small)
-    };
-    let xh = p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5));
-    let y = p.mul(xh, one_plus_erf);
-    p.select(p.is_nan(x), x, y)
+        y
+    }
 }
 
 // ---------------------------------------------------------------- rsqrt

@@ -75,6 +75,12 @@ pub trait Packet: Copy + Send + Sync + 'static {
     /// Orders earlier [`Packet::store_stream`] stores before later stores.
     #[inline(always)]
     fn stream_fence(self) {}
+    /// Hints that `s[i..]` will be read soon: fetches its cache line toward L1 where the
+    /// backend can. Never faults and has no other effect, whatever `i` is.
+    #[inline(always)]
+    fn prefetch(self, s: &[f32], i: usize) {
+        let _ = (s, i);
+    }
     /// Stores `W` lanes of a kernel's final result: [`Packet::store_stream`] when
     /// `stream`, else [`Packet::store`].
     #[inline(always)]
@@ -128,6 +134,15 @@ pub trait Packet: Copy + Send + Sync + 'static {
     fn abs(self, a: Self::V) -> Self::V;
     /// `−a` (flips the sign bit).
     fn neg(self, a: Self::V) -> Self::V;
+    /// `−|a|` (sets the sign bit, NaN stays NaN).
+    #[inline(always)]
+    fn neg_abs(self, a: Self::V) -> Self::V {
+        self.neg(self.abs(a))
+    }
+    /// The bits of `a` shifted left by 23 as an integer, the low bits zero: with
+    /// `a = 1.5·2²³ + 127 + n` for an integral n in [−126, 127] (what a fused
+    /// multiply-add onto that constant rounds to), the result is 2ⁿ.
+    fn shl_exponent(self, a: Self::V) -> Self::V;
     /// The magnitude of `mag` with the sign bit of `sign`.
     fn copysign(self, mag: Self::V, sign: Self::V) -> Self::V;
     /// Rounds to the nearest integer, ties to even.

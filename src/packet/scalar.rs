@@ -120,6 +120,14 @@ impl<const W: usize> Packet for Scalar<W> {
         map(a, |x| -x)
     }
     #[inline(always)]
+    fn neg_abs(self, a: Self::V) -> Self::V {
+        map(a, |x| f32::from_bits(x.to_bits() | 0x8000_0000))
+    }
+    #[inline(always)]
+    fn shl_exponent(self, a: Self::V) -> Self::V {
+        map(a, |x| f32::from_bits(x.to_bits() << 23))
+    }
+    #[inline(always)]
     fn copysign(self, mag: Self::V, sign: Self::V) -> Self::V {
         zip(mag, sign, f32::copysign)
     }

@@ -7,6 +7,8 @@ use super::{Backend, Packet, WithPacket, dispatch, test_backends};
 enum Op {
     Abs,
     Neg,
+    NegAbs,
+    ShlExponent,
     Copysign,
     Round,
     Floor,
@@ -48,6 +50,8 @@ impl WithPacket for Lanewise<'_> {
             let r = match self.op {
                 Op::Abs => p.abs(a),
                 Op::Neg => p.neg(a),
+                Op::NegAbs => p.neg_abs(a),
+                Op::ShlExponent => p.shl_exponent(a),
                 Op::Copysign => p.copysign(a, b),
                 Op::Round => p.round(a),
                 Op::Floor => p.floor(a),
@@ -392,6 +396,12 @@ fn sign_operations_on_zeros_and_nans() {
         |x| f32::from_bits(x.to_bits() ^ 0x8000_0000),
         true,
     );
+    check1(
+        Op::NegAbs,
+        &xs,
+        |x| f32::from_bits(x.to_bits() | 0x8000_0000),
+        true,
+    );
     let mut pairs = Vec::new();
     for &m in &xs {
         for &s in &xs {
@@ -506,4 +516,24 @@ fn sqrt_div_and_fused_ops_round_once() {
             );
         }
     }
+}
+
+#[test]
+fn shl_exponent_shifts_bits_and_builds_powers_of_two() {
+    let mut xs = specials();
+    xs.extend([1.5, -3.25, 12_583_039.0, f32::from_bits(0x1234_5678)]);
+    check1(
+        Op::ShlExponent,
+        &xs,
+        |x| f32::from_bits(x.to_bits() << 23),
+        true,
+    );
+    // fma(x, log2 e, 1.5·2²³ + 127) rounds to 1.5·2²³ + 127 + n; shifted, that is 2ⁿ.
+    let ns: Vec<f32> = (-126..=127).map(|n| 12_583_039.0 + n as f32).collect();
+    check1(
+        Op::ShlExponent,
+        &ns,
+        |k| 2f32.powi((k - 12_583_039.0) as i32),
+        true,
+    );
 }

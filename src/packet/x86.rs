@@ -137,6 +137,14 @@ impl Packet for Sse41 {
         unsafe { _mm_sfence() }
     }
     #[inline(always)]
+    fn prefetch(self, s: &[f32], i: usize) {
+        // `wrapping_add`: no pointer arithmetic UB for any `i`.
+        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing
+        // architecturally, so any address is fine; SSE is baseline on x86_64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+    }
+    #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m128 {
         let mut buf = [fill; 4];
         buf[..n].copy_from_slice(&s[..n]);
@@ -191,6 +199,14 @@ impl Packet for Sse41 {
     #[inline(always)]
     fn neg(self, a: __m128) -> __m128 {
         feature_ops!(_mm_xor_ps(_mm_set1_ps(-0.0), a))
+    }
+    #[inline(always)]
+    fn neg_abs(self, a: __m128) -> __m128 {
+        feature_ops!(_mm_or_ps(_mm_set1_ps(-0.0), a))
+    }
+    #[inline(always)]
+    fn shl_exponent(self, a: __m128) -> __m128 {
+        feature_ops!(_mm_castsi128_ps(_mm_slli_epi32::<23>(_mm_castps_si128(a))))
     }
     #[inline(always)]
     fn copysign(self, mag: __m128, sign: __m128) -> __m128 {
@@ -328,6 +344,14 @@ impl Packet for Avx2 {
         unsafe { _mm_sfence() }
     }
     #[inline(always)]
+    fn prefetch(self, s: &[f32], i: usize) {
+        // `wrapping_add`: no pointer arithmetic UB for any `i`.
+        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing
+        // architecturally, so any address is fine; SSE is baseline on x86_64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+    }
+    #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m256 {
         let s = &s[..n];
         // SAFETY: the mask enables exactly the first n ≤ 8 lanes, all inside `s`;
@@ -391,6 +415,16 @@ impl Packet for Avx2 {
     #[inline(always)]
     fn neg(self, a: __m256) -> __m256 {
         feature_ops!(_mm256_xor_ps(_mm256_set1_ps(-0.0), a))
+    }
+    #[inline(always)]
+    fn neg_abs(self, a: __m256) -> __m256 {
+        feature_ops!(_mm256_or_ps(_mm256_set1_ps(-0.0), a))
+    }
+    #[inline(always)]
+    fn shl_exponent(self, a: __m256) -> __m256 {
+        feature_ops!(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(
+            _mm256_castps_si256(a)
+        )))
     }
     #[inline(always)]
     fn copysign(self, mag: __m256, sign: __m256) -> __m256 {
@@ -540,6 +574,14 @@ impl Packet for Avx512 {
         unsafe { _mm_sfence() }
     }
     #[inline(always)]
+    fn prefetch(self, s: &[f32], i: usize) {
+        // `wrapping_add`: no pointer arithmetic UB for any `i`.
+        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
+        // SAFETY: a prefetch is a hint: it never faults and reads nothing
+        // architecturally, so any address is fine; SSE is baseline on x86_64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+    }
+    #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m512 {
         let s = &s[..n];
         // SAFETY: the mask enables exactly the first n ≤ 16 lanes, all inside `s`;
@@ -598,6 +640,19 @@ impl Packet for Avx512 {
         feature_ops!(_mm512_castsi512_ps(_mm512_xor_si512(
             _mm512_castps_si512(a),
             _mm512_set1_epi32(i32::MIN)
+        )))
+    }
+    #[inline(always)]
+    fn neg_abs(self, a: __m512) -> __m512 {
+        feature_ops!(_mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(a),
+            _mm512_set1_epi32(i32::MIN)
+        )))
+    }
+    #[inline(always)]
+    fn shl_exponent(self, a: __m512) -> __m512 {
+        feature_ops!(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(
+            _mm512_castps_si512(a)
         )))
     }
     #[inline(always)]
