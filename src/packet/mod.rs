@@ -76,7 +76,7 @@ pub trait Packet: Copy + Send + Sync + 'static {
     #[inline(always)]
     fn stream_fence(self) {}
     /// Hints that `s[i..]` will be read soon: fetches its cache line toward L1 where the
-    /// backend can. Never faults and has no other effect, whatever `i` is.
+    /// backend can. Does nothing if `i` is out of bounds; never faults.
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
         let _ = (s, i);

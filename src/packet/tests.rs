@@ -537,3 +537,26 @@ fn shl_exponent_shifts_bits_and_builds_powers_of_two() {
         true,
     );
 }
+
+struct Prefetches<'a>(&'a [f32]);
+
+impl WithPacket for Prefetches<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        for i in [0, 1, self.0.len() - 1, self.0.len(), usize::MAX] {
+            p.prefetch(self.0, i);
+        }
+        p.prefetch(&[], 0);
+        p.prefetch(&[], 7);
+    }
+}
+
+#[test]
+fn prefetch_is_a_no_op_anywhere() {
+    let v = vec![1.0f32; 100];
+    for b in test_backends() {
+        dispatch(b, Prefetches(&v));
+    }
+    assert!(v.iter().all(|&x| x == 1.0));
+}

@@ -138,11 +138,11 @@ impl Packet for Sse41 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        // `wrapping_add`: no pointer arithmetic UB for any `i`.
-        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
-        // SAFETY: a prefetch is a hint: it never faults and reads nothing
-        // architecturally, so any address is fine; SSE is baseline on x86_64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+        if let Some(v) = s.get(i) {
+            // SAFETY: a prefetch is a hint that never faults (here the address is even
+            // in bounds); SSE is baseline on x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>()) }
+        }
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m128 {
@@ -345,11 +345,11 @@ impl Packet for Avx2 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        // `wrapping_add`: no pointer arithmetic UB for any `i`.
-        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
-        // SAFETY: a prefetch is a hint: it never faults and reads nothing
-        // architecturally, so any address is fine; SSE is baseline on x86_64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+        if let Some(v) = s.get(i) {
+            // SAFETY: a prefetch is a hint that never faults (here the address is even
+            // in bounds); SSE is baseline on x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>()) }
+        }
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m256 {
@@ -575,11 +575,11 @@ impl Packet for Avx512 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        // `wrapping_add`: no pointer arithmetic UB for any `i`.
-        let ptr = s.as_ptr().wrapping_add(i).cast::<i8>();
-        // SAFETY: a prefetch is a hint: it never faults and reads nothing
-        // architecturally, so any address is fine; SSE is baseline on x86_64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr) }
+        if let Some(v) = s.get(i) {
+            // SAFETY: a prefetch is a hint that never faults (here the address is even
+            // in bounds); SSE is baseline on x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(v).cast::<i8>()) }
+        }
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m512 {
