@@ -23,7 +23,12 @@ pub struct RooflineRow {
     pub bytes: usize,
     /// Achieved bandwidth, GB/s.
     pub gbps: f64,
-    /// `gbps / copy_gbps` (row operators).
+    /// Bandwidth of a copy of the same bytes, timed in rounds alternating with
+    /// this operator's (row operators), GB/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_gbps: Option<f64>,
+    /// Median over the paired rounds of this operator's GB/s over the copy's
+    /// (row operators).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fraction_of_copy: Option<f64>,
     /// Achieved GFLOP/s (attention).
@@ -112,19 +117,55 @@ pub fn peak_gflops(backend: Backend) -> f64 {
     flops / median(&times) / 1e3
 }
 
-/// GB/s of a plain copy moving `bytes` in total (half read, half written).
-pub fn copy_gbps(bytes: usize) -> f64 {
-    let n = bytes / 8;
-    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let mut dst = vec![0.0f32; n];
-    let times = time_calls(2, 15, || {
-        dst.copy_from_slice(black_box(&src));
-        black_box(&mut dst);
-    });
-    (2 * n * 4) as f64 / median(&times) / 1e3
+/// A plain copy of `bytes` in total (half read, half written), ready to time.
+struct CopyLoop {
+    src: Vec<f32>,
+    dst: Vec<f32>,
 }
 
-fn measure(op: Op, shape: Shape, backend: Backend) -> Result<(f64, usize)> {
+impl CopyLoop {
+    fn new(bytes: usize) -> Self {
+        let n = (bytes / 8).max(1);
+        CopyLoop {
+            src: (0..n).map(|i| i as f32).collect(),
+            dst: vec![0.0; n],
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        2 * self.src.len() * 4
+    }
+
+    /// Median seconds·1e-6 of a few timed copies after `warmup` untimed ones.
+    fn p50_us(&mut self, warmup: usize, calls: usize) -> f64 {
+        let (src, dst) = (&self.src, &mut self.dst);
+        median(&time_calls(warmup, calls, || {
+            dst.copy_from_slice(black_box(src));
+            black_box(&mut *dst);
+        }))
+    }
+}
+
+/// GB/s of a plain copy moving `bytes` in total (half read, half written).
+pub fn copy_gbps(bytes: usize) -> f64 {
+    let mut copy = CopyLoop::new(bytes);
+    copy.bytes() as f64 / copy.p50_us(2, 15) / 1e3
+}
+
+/// Rounds in which an operator and its copy ceiling are timed alternately.
+const PAIRED_ROUNDS: usize = 9;
+
+/// One operator measured on the caller. Row operators alternate, round by round,
+/// with a copy of exactly their bytes, so both see the same machine state; the
+/// fraction is the median of the per-round ratios.
+struct Measured {
+    p50_us: f64,
+    bytes: usize,
+    copy_gbps: Option<f64>,
+    fraction_of_copy: Option<f64>,
+}
+
+fn measure(op: Op, shape: Shape, backend: Backend) -> Result<Measured> {
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let config = default_config(op, &shape, backend.width());
     let launch = ops::prepare(
@@ -134,13 +175,38 @@ fn measure(op: Op, shape: Shape, backend: Backend) -> Result<(f64, usize)> {
         config,
         PacketMode::FullPacket,
     )?;
+    let bytes = ops::traffic_bytes(op, &shape);
     let mut out = vec![0.0f32; ops::output_len(&shape)];
-    let times = time_calls(3, 21, || {
-        launch
-            .run_on_caller(&mut out)
-            .expect("output sized for the launch");
-    });
-    Ok((median(&times), ops::traffic_bytes(op, &shape)))
+    let mut time_op = |warmup, calls| {
+        median(&time_calls(warmup, calls, || {
+            launch
+                .run_on_caller(&mut out)
+                .expect("output sized for the launch");
+        }))
+    };
+    if !op.is_row_op() {
+        return Ok(Measured {
+            p50_us: time_op(3, 21),
+            bytes,
+            copy_gbps: None,
+            fraction_of_copy: None,
+        });
+    }
+    let mut copy = CopyLoop::new(bytes);
+    let (mut op_p50s, mut copy_gbps, mut fractions) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        let op_us = time_op(1, 5);
+        let copy_us = copy.p50_us(1, 5);
+        op_p50s.push(op_us);
+        copy_gbps.push(copy.bytes() as f64 / copy_us / 1e3);
+        fractions.push((bytes as f64 / op_us) / (copy.bytes() as f64 / copy_us));
+    }
+    Ok(Measured {
+        p50_us: median(&op_p50s),
+        bytes,
+        copy_gbps: Some(median(&copy_gbps)),
+        fraction_of_copy: Some(median(&fractions)),
+    })
 }
 
 /// Median p50s of two shapes of `op` and the median paired per-element ratio,
@@ -199,22 +265,23 @@ pub fn run(backend: Backend) -> Result<Roofline> {
         } else {
             ROW_SHAPE
         };
-        let (p50, bytes) = measure(op, shape, backend)?;
-        let gbps = bytes as f64 / p50 / 1e3;
-        let (fraction_of_copy, gflops, fraction_of_peak) = match shape {
+        let m = measure(op, shape, backend)?;
+        let gbps = m.bytes as f64 / m.p50_us / 1e3;
+        let (gflops, fraction_of_peak) = match shape {
             Shape::Attention(a) => {
-                let gf = a.flops() / p50 / 1e3;
-                (None, Some(gf), Some(gf / peak))
+                let gf = a.flops() / m.p50_us / 1e3;
+                (Some(gf), Some(gf / peak))
             }
-            Shape::Rows { .. } => (Some(gbps / copy), None, None),
+            Shape::Rows { .. } => (None, None),
         };
         rows.push(RooflineRow {
             op: op.name().to_string(),
             shape: shape.dims(),
-            p50_us: p50,
-            bytes,
+            p50_us: m.p50_us,
+            bytes: m.bytes,
             gbps,
-            fraction_of_copy,
+            copy_gbps: m.copy_gbps,
+            fraction_of_copy: m.fraction_of_copy,
             gflops,
             fraction_of_peak,
         });
@@ -238,8 +305,8 @@ pub fn run(backend: Backend) -> Result<Roofline> {
 pub fn render_markdown(r: &Roofline) -> String {
     let mut s = format!(
         "# roofline ({}, one worker)\n\ncopy: {:.1} GB/s · FMA peak: {:.1} GFLOP/s\n\n\
-         | op / shape | p50 µs | MB | GB/s | of copy | GFLOP/s | of peak |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
+         | op / shape | p50 µs | MB | GB/s | copy GB/s | of copy | GFLOP/s | of peak |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
         r.backend, r.copy_gbps, r.peak_gflops
     );
     let opt =
@@ -247,12 +314,13 @@ pub fn render_markdown(r: &Roofline) -> String {
     for row in &r.rows {
         let dims: Vec<String> = row.shape.iter().map(|d| d.to_string()).collect();
         s += &format!(
-            "| {} {} | {:.2} | {:.1} | {:.1} | {} | {} | {} |\n",
+            "| {} {} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} |\n",
             row.op,
             dims.join("×"),
             row.p50_us,
             row.bytes as f64 / 1e6,
             row.gbps,
+            opt(row.copy_gbps, 1),
             opt(row.fraction_of_copy, 2),
             opt(row.gflops, 1),
             opt(row.fraction_of_peak, 2),

@@ -188,13 +188,17 @@ impl<'a> NodeLaunch<'a> {
         let node: &'a Node = &graph.nodes()[index];
         let w = backend.width();
         let out: TensorShape = graph.tensor(node.output).shape;
-        let big = out.len().saturating_mul(4) >= ops::STREAM_MIN_BYTES;
-        let stream = big && node.epilogue.is_none();
+        // Streaming is the operator kernels' choice (`ops::streams_output`), and
+        // never with an epilogue, which rewrites the row just written: maps and
+        // softmax measured no gain from it (`examples/stream_ab`).
+        let stream = node.epilogue.is_none();
         let input = |k: usize| tensor(node.inputs[k]);
         let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
         let op = |op: Op, shape: Shape, list: &[&'a [f32]]| -> Result<Prepared<'a>> {
             let inputs = OpInputs::new(op, &shape, list)?;
-            Ok(ops::prepare(inputs, &shape, backend, config, mode)?.with_stream(stream))
+            let launch = ops::prepare(inputs, &shape, backend, config, mode)?;
+            let streams = launch.streams() && stream;
+            Ok(launch.with_stream(streams))
         };
         let rows_shape = Shape::rows(out.rows, out.cols);
         let attn_local = |a: &AttnShape| {
@@ -255,7 +259,7 @@ impl<'a> NodeLaunch<'a> {
             Kernel::Map(e) => (
                 Body::Map(e, sources((0..node.inputs.len()).map(input), false)),
                 Some(Tiling::rows(out.rows, out.cols, config.block)?),
-                Some(row_sched(out.cols).with_stream(stream)),
+                Some(row_sched(out.cols)),
             ),
             Kernel::Softmax { prologue } => (
                 Body::Softmax(
@@ -291,7 +295,7 @@ impl<'a> NodeLaunch<'a> {
         let epilogue = node.epilogue.as_ref().map(|ep| {
             let src = sources(ep.extra.iter().map(|&t| tensor(t)), true);
             let whole_row = out.cols.div_ceil(w) * w;
-            let s = RowSchedule::new(out.cols, whole_row, w, mode).with_stream(big);
+            let s = RowSchedule::new(out.cols, whole_row, w, mode);
             (&ep.expr, src, s)
         });
         Ok(NodeLaunch {

@@ -23,6 +23,7 @@ pub use shape::{AttnShape, Op, Shape};
 use crate::error::{Error, Result};
 use crate::packet::Backend;
 use crate::simt::{PacketMode, RowSchedule, Tiling};
+use std::ops::Range;
 
 /// The launch geometry chosen for one call: `local` work-items and `block` rows per group.
 ///
@@ -69,13 +70,31 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 
 /// Whether `op`'s output of `elems` f32s is written with non-temporal stores.
 ///
-/// Attention and masked_softmax never stream. masked_softmax's last pass
-/// rescales the row it has just written, and streaming that back out measured
-/// 1.03–1.12× slower at 1024x4096 (`examples/stream_ab`), where rmsnorm,
-/// layernorm and rope gained 5–21 %. Whoever runs a streaming row kernel fences
-/// at the end of each group ([`rows::run_group`] does).
+/// Only rmsnorm and layernorm stream: their writing pass reads its row from L1,
+/// and streaming measured 0.74–0.79× the cached time at 1024x4096
+/// (`examples/stream_ab`). swiglu and gelu_residual gained nothing, masked_softmax
+/// (which rescales the row it has just written) lost 1.23–1.49×, and rope — two
+/// output streams 8 KiB apart against four input streams — lost 1.2–12×.
+/// Even for the norms the output's placement matters, see [`stream_is_safe`].
+/// Whoever runs a streaming row kernel fences at the end of each group
+/// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, elems: usize) -> bool {
-    op.is_row_op() && op != Op::MaskedSoftmax && elems.saturating_mul(4) >= STREAM_MIN_BYTES
+    matches!(op, Op::RmsNorm | Op::LayerNorm) && elems.saturating_mul(4) >= STREAM_MIN_BYTES
+}
+
+/// Output distances (bytes after the input, mod 4 KiB) at which streamed stores
+/// stall the kernel's later loads of the input: a load whose low 12 address bits
+/// match a pending store's waits for it ("4K aliasing"), and a streamed store
+/// stays pending far longer than a cached one. Measured at 1024x4096: rmsnorm
+/// streamed was 1.17× / 1.34× slower than cached at +32 / +64 bytes and 0.74–0.78×
+/// at 0, +256, +1024 and +4000 (`examples/stream_ab`).
+const STREAM_ALIAS_BYTES: Range<usize> = 16..192;
+
+/// Whether streaming `out` is safe next to the input row `x` it is computed from:
+/// false when `out` lies a few cache lines after `x` modulo 4 KiB.
+pub fn stream_is_safe(x: &[f32], out: &[f32]) -> bool {
+    let distance = (out.as_ptr() as usize).wrapping_sub(x.as_ptr() as usize) % 4096;
+    !STREAM_ALIAS_BYTES.contains(&distance)
 }
 
 /// Prepares one launch of `inputs`' operator.
@@ -214,9 +233,11 @@ impl Prepared<'_> {
         let t = &self.tiling;
         let rows = t.global_rows(group);
         let (b, s, len) = (self.backend, self.sched, t.row_len());
+        let first = rows.start * len;
+        let guarded = |x: &[f32]| s.with_stream(s.streams() && stream_is_safe(&x[first..], out));
         match &self.kernel {
-            Kernel::RmsNorm(k) => rows::run_group(k, b, s, rows, out, len),
-            Kernel::LayerNorm(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::RmsNorm(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
+            Kernel::LayerNorm(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
             Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::GeluResidual(k) => rows::run_group(k, b, s, rows, out, len),
