@@ -83,10 +83,9 @@ impl<P: Packet> MapRow<'_, P> {
         }
     }
 
-    /// Runs the expression over the pending packets. Kept out of line: its body
-    /// holds every step kind's math, and inlining it at each visit site
-    /// multiplied compile time and code size without making it faster.
-    #[inline(never)]
+    /// Runs the expression over the pending packets. Inlined into the one loop
+    /// of [`map_row`] (out of line it would lose the backend's target features).
+    #[inline(always)]
     fn flush(&mut self) {
         let (p, n) = (self.p, self.n);
         let expr = self.expr;
@@ -129,26 +128,6 @@ impl<P: Packet> MapRow<'_, P> {
         }
         self.n = 0;
     }
-
-    #[inline(always)]
-    fn push(&mut self, col: usize, lanes: usize) {
-        self.pending[self.n] = (col, lanes);
-        self.n += 1;
-        if self.n == CHUNK {
-            self.flush();
-        }
-    }
-}
-
-impl<P: Packet> PacketVisitor for MapRow<'_, P> {
-    #[inline(always)]
-    fn full(&mut self, col: usize, _acc: usize) {
-        self.push(col, FULL);
-    }
-    #[inline(always)]
-    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
-        self.push(col, lanes);
-    }
 }
 
 /// x · sigmoid(x), with swiglu's arithmetic.
@@ -181,8 +160,19 @@ pub(crate) fn map_row<P: Packet>(
         n: 0,
         regs,
     };
-    sched.visit(&mut row);
-    if row.n > 0 {
+    // Chunks of the row's SIMT packets, gathered from the schedule's iterator so
+    // the expression's code is emitted at this one call site.
+    let mut steps = sched.steps();
+    loop {
+        let mut n = 0;
+        for s in steps.by_ref().take(CHUNK) {
+            row.pending[n] = (s.col, if s.full { FULL } else { s.lanes });
+            n += 1;
+        }
+        if n == 0 {
+            break;
+        }
+        row.n = n;
         row.flush();
     }
 }

@@ -362,6 +362,17 @@ impl RowSchedule {
         self.cols
     }
 
+    /// The packets of one row in SIMT order, as an iterator.
+    #[inline]
+    pub fn steps(&self) -> RowSteps {
+        RowSteps::new(
+            self.cols,
+            self.local,
+            self.width,
+            PacketMode::from_switch(self.full_packet),
+        )
+    }
+
     /// Visits every packet of one row in SIMT order.
     #[inline(always)]
     pub fn visit<V: PacketVisitor>(&self, v: &mut V) {
