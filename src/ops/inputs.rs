@@ -78,17 +78,27 @@ pub fn input_names(op: Op) -> &'static [&'static str] {
 
 /// Expected element counts of each operator's input tensors, in order.
 pub fn input_lens(op: Op, shape: &Shape) -> Vec<usize> {
+    let (lens, n) = input_len_array(op, shape);
+    lens[..n].to_vec()
+}
+
+/// [`input_lens`] in a fixed array (the first `n` are live), for the per-call
+/// checks that must not allocate.
+fn input_len_array(op: Op, shape: &Shape) -> ([usize; 3], usize) {
     match *shape {
         Shape::Rows { rows, cols } => {
             let n = rows * cols;
             match op {
-                Op::RmsNorm => vec![n, cols],
-                Op::LayerNorm => vec![n, cols, cols],
-                Op::Rope => vec![n, n / 2, n / 2],
-                _ => vec![n, n],
+                Op::RmsNorm => ([n, cols, 0], 2),
+                Op::LayerNorm => ([n, cols, cols], 3),
+                Op::Rope => ([n, n / 2, n / 2], 3),
+                _ => ([n, n, 0], 2),
             }
         }
-        Shape::Attention(a) => a.lens()[..3].to_vec(),
+        Shape::Attention(a) => {
+            let [q, k, v, _] = a.lens();
+            ([q, k, v], 3)
+        }
     }
 }
 
@@ -102,7 +112,8 @@ pub fn output_len(shape: &Shape) -> usize {
 
 /// Bytes read and written by one call: every input once and the output once.
 pub fn traffic_bytes(op: Op, shape: &Shape) -> usize {
-    (input_lens(op, shape).iter().sum::<usize>() + output_len(shape)) * 4
+    let (lens, n) = input_len_array(op, shape);
+    (lens[..n].iter().sum::<usize>() + output_len(shape)) * 4
 }
 
 impl<'a> OpInputs<'a> {
@@ -110,7 +121,8 @@ impl<'a> OpInputs<'a> {
     /// checking every length against `shape`.
     pub fn new(op: Op, shape: &Shape, tensors: &[&'a [f32]]) -> Result<Self> {
         shape.validate(op)?;
-        let want = input_lens(op, shape);
+        let (want, n) = input_len_array(op, shape);
+        let want = &want[..n];
         if tensors.len() != want.len() {
             return Err(Error::ShapeMismatch(format!(
                 "{op} takes {} inputs ({}), got {}",
@@ -119,7 +131,7 @@ impl<'a> OpInputs<'a> {
                 tensors.len()
             )));
         }
-        for ((name, &len), t) in input_names(op).iter().zip(&want).zip(tensors) {
+        for ((name, &len), t) in input_names(op).iter().zip(want).zip(tensors) {
             if t.len() != len {
                 return Err(Error::ShapeMismatch(format!(
                     "{op} {shape}: input {name} has {} elements, expected {len}",
@@ -278,8 +290,13 @@ impl OwnedInputs {
 
     /// Borrowed, checked inputs.
     pub fn view(&self) -> OpInputs<'_> {
-        let slices: Vec<&[f32]> = self.tensors.iter().map(|t| t.as_slice()).collect();
-        OpInputs::new(self.op, &self.shape, &slices).expect("owned inputs were checked when built")
+        let mut slices: [&[f32]; 3] = [&[]; 3];
+        for (slot, t) in slices.iter_mut().zip(&self.tensors) {
+            *slot = t;
+        }
+        let n = self.tensors.len().min(3);
+        OpInputs::new(self.op, &self.shape, &slices[..n])
+            .expect("owned inputs were checked when built")
     }
 
     /// The attention shape, if this is attention.

@@ -138,11 +138,21 @@ impl Shape {
 
     /// The dimensions as a list, as written on the command line.
     pub fn dims(&self) -> Vec<usize> {
+        let (dims, n) = self.dim_array();
+        dims[..n].to_vec()
+    }
+
+    /// The dimensions in a fixed array (the first `n` are live): checking a
+    /// shape on every call must not allocate.
+    fn dim_array(&self) -> ([usize; 7], usize) {
         match *self {
-            Shape::Rows { rows, cols } => vec![rows, cols],
-            Shape::Attention(a) => vec![
-                a.batch, a.q_heads, a.kv_heads, a.q_len, a.kv_len, a.dk, a.dv,
-            ],
+            Shape::Rows { rows, cols } => ([rows, cols, 0, 0, 0, 0, 0], 2),
+            Shape::Attention(a) => (
+                [
+                    a.batch, a.q_heads, a.kv_heads, a.q_len, a.kv_len, a.dk, a.dv,
+                ],
+                7,
+            ),
         }
     }
 
@@ -207,7 +217,8 @@ impl Shape {
     /// even C for rope, Hq divisible by Hkv for attention.
     pub fn validate(&self, op: Op) -> Result<()> {
         const LIMIT: usize = 1 << 40;
-        let dims = self.dims();
+        let (dims, n) = self.dim_array();
+        let dims = &dims[..n];
         if let Some(i) = dims.iter().position(|&d| d == 0) {
             return Err(Error::BadDimension(format!(
                 "dimension {} of {} is zero",
@@ -216,7 +227,7 @@ impl Shape {
             )));
         }
         let mut total: usize = 1;
-        for &d in &dims {
+        for &d in dims {
             total = total
                 .checked_mul(d)
                 .filter(|&t| t <= LIMIT)
