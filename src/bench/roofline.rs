@@ -136,7 +136,7 @@ impl CopyLoop {
         2 * self.src.len() * 4
     }
 
-    /// Median seconds·1e-6 of a few timed copies after `warmup` untimed ones.
+    /// Median µs of `calls` timed copies after `warmup` untimed ones.
     fn p50_us(&mut self, warmup: usize, calls: usize) -> f64 {
         let (src, dst) = (&self.src, &mut self.dst);
         median(&time_calls(warmup, calls, || {
