@@ -5,8 +5,9 @@
 //! [`Runtime::run_graph`](crate::runtime::Runtime::run_graph).
 
 use super::ir::{Expr, Graph, Kernel, MAX_INPUTS, Node, TensorId, TensorShape};
-use super::kernels::{self, Sources};
+use super::kernels::{self, Logits, Sources};
 use crate::error::{Error, Result};
+use crate::ops::softmax::softmax_row;
 use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, Prepared, Shape};
 use crate::packet::{Backend, Packet, WithPacket, dispatch};
 use crate::plan::LaunchProfile;
@@ -399,13 +400,14 @@ impl WithPacket for Group<'_, '_, '_> {
                 let mut regs = kernels::regs(p);
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
                     kernels::map_row(p, sched, expr, *src, r, y, false, &mut regs);
-                    kernels::softmax_row(p, sched, None, y);
+                    softmax_row(p, sched, Logits(None), y);
                 }
             }
             Body::Softmax(None, src) => {
                 let x = src.tensors[0];
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::softmax_row(p, sched, Some(&x[r * len..(r + 1) * len]), y);
+                    let logits = Logits(Some(&x[r * len..(r + 1) * len]));
+                    softmax_row(p, sched, logits, y);
                 }
             }
             Body::Scores(a, q, k) => {

@@ -1,7 +1,9 @@
 //! The kernels of graph nodes that are not one of the seven operators: the
-//! element-wise expression interpreter (`map`, prologues and epilogues), the row
-//! softmax, attention scores and probs·v. Generic over the packet backend, like
-//! the operators' kernels, and safe code only.
+//! element-wise expression interpreter (`map`, prologues and epilogues), where a
+//! softmax launch reads its logits (its passes are `ops::softmax`'s, so mask-add
+//! → softmax is bitwise equal fused or not), attention scores and probs·v.
+//! Generic over the packet backend, like the operators' kernels, and safe code
+//! only.
 //!
 //! ## The expression interpreter
 //! A row is visited in the SIMT order of its [`RowSchedule`] (so full packets run
@@ -16,10 +18,9 @@
 use super::ir::{Binary, Expr, MAX_INPUTS, MAX_STEPS, Step, Unary};
 use crate::ops::AttnShape;
 use crate::ops::elementwise::gelu_ieee;
-use crate::ops::rows::{fold, fold_max};
-use crate::ops::softmax::ScaleInPlace;
+use crate::ops::softmax::SoftmaxSource;
 use crate::packet::{Packet, math};
-use crate::simt::{PacketMode, PacketVisitor, RowSchedule};
+use crate::simt::{PacketMode, RowSchedule};
 use std::ops::Range;
 
 /// Packets an expression step processes per dispatch.
@@ -177,86 +178,20 @@ pub(crate) fn map_row<P: Packet>(
     }
 }
 
-struct Max<'r, P: Packet> {
-    p: P,
-    x: &'r [f32],
-    acc: [P::V; 8],
-}
+/// A softmax launch's logits: a tensor row, or the output row itself when a
+/// prologue has just written them there.
+#[derive(Clone, Copy)]
+pub(crate) struct Logits<'r>(pub Option<&'r [f32]>);
 
-impl<P: Packet> PacketVisitor for Max<'_, P> {
+impl<P: Packet> SoftmaxSource<P> for Logits<'_> {
     #[inline(always)]
-    fn full(&mut self, col: usize, acc: usize) {
-        let p = self.p;
-        self.acc[acc] = p.max(self.acc[acc], p.load_at(self.x, col));
+    fn load(&self, p: P, y: &[f32], col: usize) -> P::V {
+        p.load_at(self.0.unwrap_or(y), col)
     }
     #[inline(always)]
-    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
-        let p = self.p;
-        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
-        self.acc[acc] = p.max(self.acc[acc], x);
+    fn load_partial(&self, p: P, y: &[f32], col: usize, lanes: usize) -> P::V {
+        p.load_partial(&self.0.unwrap_or(y)[col..], lanes, f32::NEG_INFINITY)
     }
-}
-
-/// `y = exp(x − max)` and its sum; `x` is `None` when the row is in `y` already.
-struct ExpSum<'r, P: Packet> {
-    p: P,
-    x: Option<&'r [f32]>,
-    y: &'r mut [f32],
-    max: P::V,
-    acc: [P::V; 8],
-}
-
-impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
-    #[inline(always)]
-    fn full(&mut self, col: usize, acc: usize) {
-        let p = self.p;
-        let x = p.load_at(self.x.unwrap_or(&*self.y), col);
-        let e = math::exp(p, p.sub(x, self.max));
-        p.store_at(self.y, col, e);
-        self.acc[acc] = p.add(self.acc[acc], e);
-    }
-    #[inline(always)]
-    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
-        let p = self.p;
-        let x = p.load_partial(&self.x.unwrap_or(&*self.y)[col..], lanes, f32::NEG_INFINITY);
-        let e = math::exp(p, p.sub(x, self.max));
-        p.store_partial(&mut self.y[col..], lanes, e);
-        self.acc[acc] = p.add(self.acc[acc], e);
-    }
-}
-
-/// Softmax of one row: of `x` into `y`, or of `y` in place when `x` is `None`.
-/// A row whose every entry is −inf gives zeros. The same arithmetic as the fused
-/// masked_softmax kernel, so mask-add → softmax is bitwise equal fused or not.
-#[inline(always)]
-pub(crate) fn softmax_row<P: Packet>(p: P, sched: &RowSchedule, x: Option<&[f32]>, y: &mut [f32]) {
-    let a = sched.accumulators();
-    let mut max = Max {
-        p,
-        x: x.unwrap_or(y),
-        acc: [p.splat(f32::NEG_INFINITY); 8],
-    };
-    sched.visit(&mut max);
-    let row_max = p.reduce_max(fold_max(p, &mut max.acc, a));
-    if row_max == f32::NEG_INFINITY {
-        y.fill(0.0);
-        return;
-    }
-    let mut es = ExpSum {
-        p,
-        x,
-        y,
-        max: p.splat(row_max),
-        acc: [p.zero(); 8],
-    };
-    sched.visit(&mut es);
-    let sum = p.reduce_add(fold(p, &mut es.acc, a));
-    sched.visit(&mut ScaleInPlace {
-        p,
-        y: es.y,
-        s: p.splat(1.0 / sum),
-        stream: sched.streams(),
-    });
 }
 
 /// Loads `lanes` lanes at `s[at..]`: unmasked when the packet is full and the

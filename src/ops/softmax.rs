@@ -20,48 +20,85 @@ pub struct MaskedSoftmax<'a> {
     pub mask: &'a [f32],
 }
 
-struct Max<'r, P: Packet> {
-    p: P,
-    x: &'r [f32],
-    m: &'r [f32],
-    acc: [P::V; 8],
+/// Where a softmax row's logits come from. The max and exp passes load them
+/// through this, so every softmax in the crate (this kernel, and the graph's
+/// softmax launch) shares one arithmetic, lane for lane.
+///
+/// `y` is the output row: a source may read the logits from it (in place).
+/// Lanes past the row's end must read −inf, so they add nothing to the sum.
+pub(crate) trait SoftmaxSource<P: Packet>: Copy {
+    /// The logits of a full packet at `col`.
+    fn load(&self, p: P, y: &[f32], col: usize) -> P::V;
+    /// The logits of a packet of `lanes` live lanes at `col`, −inf beyond.
+    fn load_partial(&self, p: P, y: &[f32], col: usize, lanes: usize) -> P::V;
+    /// Hints the next row's inputs at `col` into cache (during the exp pass).
+    #[inline(always)]
+    fn prefetch_next(&self, _p: P, _col: usize) {}
 }
 
-impl<P: Packet> PacketVisitor for Max<'_, P> {
-    #[inline(always)]
-    fn full(&mut self, col: usize, acc: usize) {
-        let p = self.p;
-        let v = p.add(p.load_at(self.x, col), p.load_at(self.m, col));
-        self.acc[acc] = p.max(self.acc[acc], v);
-    }
-    #[inline(always)]
-    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
-        let p = self.p;
-        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
-        let m = p.load_partial(&self.m[col..], lanes, 0.0);
-        self.acc[acc] = p.max(self.acc[acc], p.add(x, m));
-    }
-}
-
-struct ExpSum<'r, P: Packet> {
-    p: P,
+/// `x + mask`, prefetching the next row's x and mask.
+#[derive(Clone, Copy)]
+struct MaskedRow<'r> {
     x: &'r [f32],
     m: &'r [f32],
     /// The next row's x and mask (empty for the last row), prefetched during this
     /// row's exp pass, the longest one, so that their reads overlap its arithmetic.
     next: [&'r [f32]; 2],
+}
+
+impl<P: Packet> SoftmaxSource<P> for MaskedRow<'_> {
+    #[inline(always)]
+    fn load(&self, p: P, _y: &[f32], col: usize) -> P::V {
+        p.add(p.load_at(self.x, col), p.load_at(self.m, col))
+    }
+    #[inline(always)]
+    fn load_partial(&self, p: P, _y: &[f32], col: usize, lanes: usize) -> P::V {
+        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
+        let m = p.load_partial(&self.m[col..], lanes, 0.0);
+        p.add(x, m)
+    }
+    #[inline(always)]
+    fn prefetch_next(&self, p: P, col: usize) {
+        p.prefetch(self.next[0], col);
+        p.prefetch(self.next[1], col);
+    }
+}
+
+struct Max<'r, P: Packet, S> {
+    p: P,
+    src: S,
+    y: &'r [f32],
+    acc: [P::V; 8],
+}
+
+impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for Max<'_, P, S> {
+    #[inline(always)]
+    fn full(&mut self, col: usize, acc: usize) {
+        let v = self.src.load(self.p, self.y, col);
+        self.acc[acc] = self.p.max(self.acc[acc], v);
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
+        let v = self.src.load_partial(self.p, self.y, col, lanes);
+        self.acc[acc] = self.p.max(self.acc[acc], v);
+    }
+}
+
+/// `y = exp(logits − max)`, summed.
+struct ExpSum<'r, P: Packet, S> {
+    p: P,
+    src: S,
     y: &'r mut [f32],
     max: P::V,
     acc: [P::V; 8],
 }
 
-impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
+impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for ExpSum<'_, P, S> {
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
-        p.prefetch(self.next[0], col);
-        p.prefetch(self.next[1], col);
-        let v = p.add(p.load_at(self.x, col), p.load_at(self.m, col));
+        self.src.prefetch_next(p, col);
+        let v = self.src.load(p, self.y, col);
         let e = math::exp(p, p.sub(v, self.max));
         p.store_at(self.y, col, e);
         self.acc[acc] = p.add(self.acc[acc], e);
@@ -69,20 +106,58 @@ impl<P: Packet> PacketVisitor for ExpSum<'_, P> {
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
         let p = self.p;
-        let x = p.load_partial(&self.x[col..], lanes, f32::NEG_INFINITY);
-        let m = p.load_partial(&self.m[col..], lanes, 0.0);
-        let e = math::exp(p, p.sub(p.add(x, m), self.max));
+        let v = self.src.load_partial(p, self.y, col, lanes);
+        let e = math::exp(p, p.sub(v, self.max));
         p.store_partial(&mut self.y[col..], lanes, e);
         self.acc[acc] = p.add(self.acc[acc], e);
     }
 }
 
+/// Softmax of one row of `src`'s logits into `y`, in three passes (max, exp and
+/// sum, scale). A row whose every entry is −inf gives zeros.
+#[inline(always)]
+pub(crate) fn softmax_row<P: Packet, S: SoftmaxSource<P>>(
+    p: P,
+    sched: &RowSchedule,
+    src: S,
+    y: &mut [f32],
+) {
+    let a = sched.accumulators();
+    let mut max = Max {
+        p,
+        src,
+        y,
+        acc: [p.splat(f32::NEG_INFINITY); 8],
+    };
+    sched.visit(&mut max);
+    let row_max = p.reduce_max(fold_max(p, &mut max.acc, a));
+    if row_max == f32::NEG_INFINITY {
+        y.fill(0.0);
+        return;
+    }
+    let mut es = ExpSum {
+        p,
+        src,
+        y,
+        max: p.splat(row_max),
+        acc: [p.zero(); 8],
+    };
+    sched.visit(&mut es);
+    let sum = p.reduce_add(fold(p, &mut es.acc, a));
+    sched.visit(&mut ScaleInPlace {
+        p,
+        y: es.y,
+        s: p.splat(1.0 / sum),
+        stream: sched.streams(),
+    });
+}
+
 /// Multiplies a row in place by a scalar: the last pass of softmax.
-pub(crate) struct ScaleInPlace<'r, P: Packet> {
-    pub p: P,
-    pub y: &'r mut [f32],
-    pub s: P::V,
-    pub stream: bool,
+struct ScaleInPlace<'r, P: Packet> {
+    p: P,
+    y: &'r mut [f32],
+    s: P::V,
+    stream: bool,
 }
 
 impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
@@ -104,43 +179,16 @@ impl RowKernel for MaskedSoftmax<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
         let c = sched.cols();
-        let x = &self.x[r * c..(r + 1) * c];
-        let m = &self.mask[r * c..(r + 1) * c];
-        let a = sched.accumulators();
-        let mut max = Max {
-            p,
-            x,
-            m,
-            acc: [p.splat(f32::NEG_INFINITY); 8],
+        let next = (r + 1) * c..(r + 2) * c;
+        let src = MaskedRow {
+            x: &self.x[r * c..(r + 1) * c],
+            m: &self.mask[r * c..(r + 1) * c],
+            next: [
+                self.x.get(next.clone()).unwrap_or(&[]),
+                self.mask.get(next).unwrap_or(&[]),
+            ],
         };
-        sched.visit(&mut max);
-        let row_max = p.reduce_max(fold_max(p, &mut max.acc, a));
-        if row_max == f32::NEG_INFINITY {
-            y.fill(0.0);
-            return;
-        }
-        let nr = (r + 1) * c..(r + 2) * c;
-        let next_rows = [
-            self.x.get(nr.clone()).unwrap_or(&[]),
-            self.mask.get(nr).unwrap_or(&[]),
-        ];
-        let mut es = ExpSum {
-            p,
-            x,
-            m,
-            next: next_rows,
-            y,
-            max: p.splat(row_max),
-            acc: [p.zero(); 8],
-        };
-        sched.visit(&mut es);
-        let sum = p.reduce_add(fold(p, &mut es.acc, a));
-        sched.visit(&mut ScaleInPlace {
-            p,
-            y: es.y,
-            s: p.splat(1.0 / sum),
-            stream: sched.streams(),
-        });
+        softmax_row(p, sched, src, y);
     }
 }
 
