@@ -5,33 +5,12 @@
 //! threads would allocate while the window is open.
 
 mod common;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use counting_alloc::{Counting, allocations};
 use taskgrain::pool::{Grain, Pool, PoolConfig};
 use taskgrain::simt::Tiling;
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged, only counting calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -72,7 +51,7 @@ fn launches_do_not_allocate() {
             }
             pool.run_tasks(64, &f).unwrap();
         }
-        let before = ALLOCS.load(Ordering::SeqCst);
+        let before = allocations();
         let mut helped = 0;
         for i in 0..2000 {
             for grain in grains {
@@ -88,7 +67,7 @@ fn launches_do_not_allocate() {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        let after = ALLOCS.load(Ordering::SeqCst);
+        let after = allocations();
         assert_eq!(
             after - before,
             0,
