@@ -25,7 +25,7 @@ use crate::plan::calibrate::{self, ModelSource};
 use crate::plan::search::Measure;
 use crate::plan::{LaunchProfile, Plan, Planner, Strategy, tuning::TuningTable};
 use crate::pool::{Grain, LaunchStats, Pool, PoolConfig};
-use crate::simt::PacketMode;
+use crate::simt::{GroupFn, PacketMode, Tiling};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -202,10 +202,25 @@ impl Runtime {
         calls: usize,
     ) -> Result<f64> {
         let launch = self.prepare(inputs, shape, config)?;
+        self.time_launches(launch.tiling(), grain, out, calls, &|g, o| {
+            launch.run_group(g, o)
+        })
+    }
+
+    /// µs per call of `calls` (at least one) back-to-back pool launches of
+    /// `group` over `tiling` with `grain`.
+    fn time_launches(
+        &self,
+        tiling: &Tiling,
+        grain: Grain,
+        out: &mut [f32],
+        calls: usize,
+        group: &GroupFn<'_>,
+    ) -> Result<f64> {
         let calls = calls.max(1);
         let t = Instant::now();
         for _ in 0..calls {
-            self.launch(&launch, grain, out)?;
+            self.pool.launch(tiling, grain, out, group)?;
         }
         Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
     }
@@ -353,12 +368,7 @@ impl Runtime {
                 let plan = {
                     let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
                         let l = prepare(c)?;
-                        let t = Instant::now();
-                        for _ in 0..n.max(1) {
-                            self.pool
-                                .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))?;
-                        }
-                        Ok(t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
+                        self.time_launches(l.tiling(), g, dst, n, &|k, o| l.run_group(k, o))
                     };
                     choose(i, &profile, &mut measure)
                 };
