@@ -190,8 +190,9 @@ impl<'a> NodeLaunch<'a> {
         let w = backend.width();
         let out: TensorShape = graph.tensor(node.output).shape;
         // Streaming is the operator kernels' choice (`ops::streams_output`), and
-        // never with an epilogue, which rewrites the row just written: maps and
-        // softmax measured no gain from it (`examples/stream_ab`).
+        // never with an epilogue, which rewrites the row just written. The graph's
+        // own kernels never stream: maps and softmax measured no gain from it
+        // (`examples/stream_ab`).
         let stream = node.epilogue.is_none();
         let input = |k: usize| tensor(node.inputs[k]);
         let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
@@ -332,11 +333,7 @@ impl<'a> NodeLaunch<'a> {
         } else {
             "all-masked"
         };
-        let streams = match (&self.body, &self.epilogue) {
-            (_, Some((_, _, s))) => s.streams(),
-            (Body::Op(p), None) => p.streams(),
-            _ => self.sched.streams(),
-        };
+        let streams = matches!(&self.body, Body::Op(p) if p.streams());
         let stores = if streams { "/stream" } else { "" };
         let mut name = self.node.kernel.name();
         if let Some(ep) = &self.node.epilogue {
@@ -393,13 +390,13 @@ impl WithPacket for Group<'_, '_, '_> {
             Body::Map(expr, src) => {
                 let mut regs = kernels::regs(p);
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::map_row(p, sched, expr, *src, r, y, sched.streams(), &mut regs);
+                    kernels::map_row(p, sched, expr, *src, r, y, &mut regs);
                 }
             }
             Body::Softmax(Some(expr), src) => {
                 let mut regs = kernels::regs(p);
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::map_row(p, sched, expr, *src, r, y, false, &mut regs);
+                    kernels::map_row(p, sched, expr, *src, r, y, &mut regs);
                     softmax_row(p, sched, Logits(None), y);
                 }
             }
@@ -419,9 +416,6 @@ impl WithPacket for Group<'_, '_, '_> {
                 kernels::probs_v_group(p, a, l.mode, (probs, v), segment, q_rows, self.out);
             }
         }
-        if sched.streams() {
-            p.stream_fence();
-        }
     }
 }
 
@@ -439,12 +433,8 @@ impl WithPacket for Epilogue<'_, '_> {
     fn run<P: Packet>(self, p: P) {
         let len = self.sched.cols();
         let mut regs = kernels::regs(p);
-        let stream = self.sched.streams();
         for (y, r) in self.out.chunks_exact_mut(len).zip(self.rows) {
-            kernels::map_row(p, self.sched, self.expr, self.src, r, y, stream, &mut regs);
-        }
-        if stream {
-            p.stream_fence();
+            kernels::map_row(p, self.sched, self.expr, self.src, r, y, &mut regs);
         }
     }
 }

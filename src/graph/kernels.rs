@@ -54,7 +54,6 @@ struct MapRow<'r, P: Packet> {
     src: Sources<'r>,
     base: usize,
     y: &'r mut [f32],
-    stream: bool,
     pending: [(usize, usize); CHUNK],
     n: usize,
     regs: &'r mut Regs<P>,
@@ -122,7 +121,7 @@ impl<P: Packet> MapRow<'_, P> {
             let (col, lanes) = self.pending[k];
             let v = self.regs[last][k];
             if lanes == FULL {
-                p.store_result_at(self.y, col, v, self.stream);
+                p.store_at(self.y, col, v);
             } else {
                 p.store_partial(&mut self.y[col..], lanes, v);
             }
@@ -139,7 +138,6 @@ fn silu<P: Packet>(p: P, x: P::V) -> P::V {
 
 /// Evaluates `expr` over global row `r` (inputs at `r · cols`) into `y`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn map_row<P: Packet>(
     p: P,
     sched: &RowSchedule,
@@ -147,7 +145,6 @@ pub(crate) fn map_row<P: Packet>(
     src: Sources<'_>,
     r: usize,
     y: &mut [f32],
-    stream: bool,
     regs: &mut Regs<P>,
 ) {
     let mut row = MapRow {
@@ -156,7 +153,6 @@ pub(crate) fn map_row<P: Packet>(
         src,
         base: r * sched.cols(),
         y,
-        stream,
         pending: [(0, 0); CHUNK],
         n: 0,
         regs,
