@@ -13,6 +13,20 @@ fn threads() -> Option<usize> {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).ok()
 }
 
+/// The thread count once it has come back to `want`, or after a second. A
+/// joined thread can stay listed in /proc/self/task for a moment: `join` returns
+/// when the kernel clears the thread's id, slightly before it reaps the task.
+fn settled_threads(want: Option<usize>) -> Option<usize> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let now = threads();
+        if now == want || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn dropping_the_pool_joins_every_worker() {
     let _w = watchdog(60, "drop");
@@ -36,7 +50,7 @@ fn dropping_the_pool_joins_every_worker() {
             // Idle long enough that every helper has parked, then drop.
             std::thread::sleep(Duration::from_millis(20));
         }
-        if let (Some(b), Some(after)) = (before, count_threads()) {
+        if let (Some(b), Some(after)) = (before, settled_threads(before)) {
             assert_eq!(
                 observed.load(Ordering::Relaxed),
                 workers - 1,
