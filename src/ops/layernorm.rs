@@ -29,6 +29,7 @@ struct Sum<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for Sum<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         self.acc[acc] = self.p.add(self.acc[acc], self.p.load_at(self.x, col));
@@ -51,6 +52,7 @@ struct Centred<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for Centred<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
@@ -86,6 +88,7 @@ struct Affine<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for Affine<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -105,6 +108,11 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
         let b = p.load_partial(&self.b[col..], lanes, 0.0);
         let n = p.mul(p.sub(p.sub(x, self.mean), self.delta), self.rstd);
         p.store_partial(&mut self.y[col..], lanes, p.fma(n, w, b));
+    }
+    #[inline(always)]
+    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
+        // Element-wise into a separate output: the overlapping full packet is exact.
+        self.full(col + lanes - P::W, acc);
     }
 }
 

@@ -3,10 +3,13 @@
 //! Two passes over each row (the row stays in L1/L2 between them): the sum of
 //! squares in the SIMT reduction order of [`RowSchedule`], then the scaled product,
 //! which also prefetches the next row so that its reads overlap this row's writes.
+//! Small rows go in batches: a batch's sums first, its scales in one vectorized
+//! step, then its outputs, so no row waits on its own divide and square root.
 
 use super::rows::{RowKernel, fold};
 use crate::packet::Packet;
 use crate::simt::{PacketVisitor, RowSchedule};
+use std::ops::Range;
 
 /// ε of rmsnorm.
 pub const EPS: f32 = 1e-6;
@@ -27,6 +30,7 @@ struct SumSq<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for SumSq<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let v = self.p.load_at(self.x, col);
@@ -51,6 +55,7 @@ struct Scale<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for Scale<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -68,30 +73,108 @@ impl<P: Packet> PacketVisitor for Scale<'_, P> {
         let w = p.load_partial(&self.w[col..], lanes, 0.0);
         p.store_partial(&mut self.y[col..], lanes, p.mul(p.mul(x, self.s), w));
     }
+    #[inline(always)]
+    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
+        // Element-wise into a separate output: the overlapping full packet is exact.
+        self.full(col + lanes - P::W, acc);
+    }
 }
 
-impl RowKernel for RmsNorm<'_> {
+/// Rows of at most this many bytes are normalized in batches of [`BATCH`]: all
+/// of a batch's scales first, then its outputs, so the rows' serial
+/// reduce → divide → square root → divide chains overlap instead of each
+/// stalling its own row. Larger rows gain nothing and would leave L1.
+const BATCHED_ROW_BYTES: usize = 2048;
+/// Rows per batch.
+const BATCH: usize = 8;
+
+/// 1 / sqrt(Σx² / C + ε).
+#[inline(always)]
+fn scale(sum_sq: f32, cols: usize) -> f32 {
+    1.0 / (sum_sq / cols as f32 + EPS).sqrt()
+}
+
+impl RmsNorm<'_> {
+    /// Σx² of row `r`, in the schedule's reduction order.
     #[inline(always)]
-    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+    fn sum_sq<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize) -> f32 {
         let c = sched.cols();
-        let x = &self.x[r * c..(r + 1) * c];
         let mut sum = SumSq {
             p,
-            x,
+            x: &self.x[r * c..(r + 1) * c],
             acc: [p.zero(); 8],
         };
         sched.visit(&mut sum);
-        let ss = p.reduce_add(fold(p, &mut sum.acc, sched.accumulators()));
-        let s = 1.0 / (ss / c as f32 + EPS).sqrt();
+        p.reduce_add(fold(p, &mut sum.acc, sched.accumulators()))
+    }
+
+    /// Writes row `r` scaled by `s` into `y`, prefetching row `next` of x.
+    #[inline(always)]
+    fn apply<P: Packet>(
+        &self,
+        p: P,
+        sched: &RowSchedule,
+        r: usize,
+        s: f32,
+        next: usize,
+        y: &mut [f32],
+    ) {
+        let c = sched.cols();
         sched.visit(&mut Scale {
             p,
-            x,
-            next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
+            x: &self.x[r * c..(r + 1) * c],
+            next: next
+                .checked_mul(c)
+                .and_then(|n| self.x.get(n..n + c))
+                .unwrap_or(&[]),
             w: self.w,
             y,
             s: p.splat(s),
             stream: sched.streams(),
         });
+    }
+}
+
+impl RowKernel for RmsNorm<'_> {
+    #[inline(always)]
+    fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
+        let s = scale(self.sum_sq(p, sched, r), sched.cols());
+        self.apply(p, sched, r, s, r + 1, y);
+    }
+
+    #[inline(always)]
+    fn rows<P: Packet>(
+        &self,
+        p: P,
+        sched: &RowSchedule,
+        rows: Range<usize>,
+        out: &mut [f32],
+        out_row_len: usize,
+    ) {
+        if out_row_len * 4 > BATCHED_ROW_BYTES {
+            for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
+                self.row(p, sched, r, y);
+            }
+            return;
+        }
+        let mut first = rows.start;
+        for ys in out.chunks_mut(BATCH * out_row_len) {
+            let n = ys.len() / out_row_len;
+            let mut scales = [0.0f32; BATCH];
+            for (i, s) in scales[..n].iter_mut().enumerate() {
+                *s = self.sum_sq(p, sched, first + i);
+            }
+            // All BATCH lanes at once (unused ones are ignored): one vector
+            // division and square root instead of one chain per row.
+            for s in &mut scales {
+                *s = scale(*s, sched.cols());
+            }
+            // Small rows need no prefetch: the hardware prefetcher keeps up.
+            for (i, y) in ys.chunks_exact_mut(out_row_len).enumerate() {
+                self.apply(p, sched, first + i, scales[i], usize::MAX, y);
+            }
+            first += n;
+        }
     }
 }
 

@@ -9,6 +9,23 @@ use std::ops::Range;
 pub trait RowKernel: Sync {
     /// Computes output row `r` into `y` (one row of output) following `sched`.
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]);
+
+    /// Computes output rows `rows` into `out` (`out_row_len` elements each). The
+    /// default runs [`RowKernel::row`] row after row; a kernel may interleave
+    /// rows, as long as each row's arithmetic stays that of `row`.
+    #[inline(always)]
+    fn rows<P: Packet>(
+        &self,
+        p: P,
+        sched: &RowSchedule,
+        rows: Range<usize>,
+        out: &mut [f32],
+        out_row_len: usize,
+    ) {
+        for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
+            self.row(p, sched, r, y);
+        }
+    }
 }
 
 struct GroupRun<'k, 'o, K: RowKernel> {
@@ -23,10 +40,8 @@ impl<K: RowKernel> WithPacket for GroupRun<'_, '_, K> {
     type Output = ();
     #[inline(always)]
     fn run<P: Packet>(self, p: P) {
-        let len = self.out_row_len;
-        for (y, r) in self.out.chunks_exact_mut(len).zip(self.rows) {
-            self.kernel.row(p, &self.sched, r, y);
-        }
+        self.kernel
+            .rows(p, &self.sched, self.rows, self.out, self.out_row_len);
         if self.sched.streams() {
             // Non-temporal stores are weakly ordered: make them visible before
             // the pool reports this group done.

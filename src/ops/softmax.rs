@@ -72,6 +72,7 @@ struct Max<'r, P: Packet, S> {
 }
 
 impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for Max<'_, P, S> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let v = self.src.load(self.p, self.y, col);
@@ -94,6 +95,7 @@ struct ExpSum<'r, P: Packet, S> {
 }
 
 impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for ExpSum<'_, P, S> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
@@ -161,6 +163,7 @@ struct ScaleInPlace<'r, P: Packet> {
 }
 
 impl<P: Packet> PacketVisitor for ScaleInPlace<'_, P> {
+    const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;

@@ -293,10 +293,23 @@ mod tests {
 /// `acc` is the index of the packet accumulator that the packet's work-items
 /// reduce into (see [`RowSchedule::accumulators`]); element-wise kernels ignore it.
 pub trait PacketVisitor {
+    /// The packet width the visitor runs (`P::W` of its backend), known at
+    /// compile time so that packet offsets are constants in the hot loops.
+    const W: usize;
     /// A packet with all `W` lanes live, run unmasked.
     fn full(&mut self, col: usize, acc: usize);
     /// A packet with `lanes` live lanes (`1..=W`), run masked.
     fn masked(&mut self, col: usize, lanes: usize, acc: usize);
+    /// The last packet of a row of at least `W` columns, with `lanes < W` live
+    /// lanes at `col`, in full-packet mode. A visitor whose packets are pure
+    /// element-wise functions from inputs to a separate output may instead run
+    /// the full packet that ends at the row's end (`col + lanes − W`): its
+    /// overlap recomputes bit-identical values, and it avoids a masked store,
+    /// which is slow on some CPUs. The default runs [`PacketVisitor::masked`].
+    #[inline(always)]
+    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
+        self.masked(col, lanes, acc);
+    }
 }
 
 /// The SIMT schedule of one row, fixed for a whole launch.
@@ -314,9 +327,6 @@ pub struct RowSchedule {
     full_packet: bool,
     accumulators: usize,
     stream: bool,
-    /// `cols / width` and `cols % width`, kept so a row never divides.
-    full_packets: usize,
-    tail: usize,
 }
 
 impl RowSchedule {
@@ -335,8 +345,6 @@ impl RowSchedule {
             full_packet: mode.full_packet(),
             accumulators,
             stream: false,
-            full_packets: cols / width,
-            tail: cols % width,
         }
     }
 
@@ -402,10 +410,13 @@ impl RowSchedule {
         }
     }
 
+    /// The tail's accumulator index is made a compile-time constant, so that a
+    /// reduction's accumulators can stay in registers.
     #[inline(always)]
     fn contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
-        let w = self.width;
-        let packets = self.full_packets;
+        debug_assert_eq!(V::W, self.width, "visitor and schedule widths differ");
+        let w = V::W;
+        let packets = self.cols / w;
         let mut q = 0;
         if self.full_packet {
             while q + 8 <= packets {
@@ -424,9 +435,19 @@ impl RowSchedule {
                 q += 1;
             }
         }
-        let tail = self.tail;
+        let tail = self.cols % w;
         if tail > 0 {
-            v.masked(packets * w, tail, packets % A);
+            let col = packets * w;
+            let last = packets % A;
+            for j in 0..A {
+                if j == last {
+                    if self.full_packet && packets > 0 {
+                        v.tail(col, tail, j);
+                    } else {
+                        v.masked(col, tail, j);
+                    }
+                }
+            }
         }
     }
 }
@@ -437,6 +458,7 @@ mod schedule_tests {
 
     struct Record(Vec<(usize, usize, bool, usize)>);
     impl PacketVisitor for Record {
+        const W: usize = 8;
         fn full(&mut self, col: usize, acc: usize) {
             self.0.push((col, 8, true, acc));
         }
