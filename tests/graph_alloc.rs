@@ -1,9 +1,10 @@
 //! A graph call performs no heap allocation after the first: the executor's
 //! arena keeps the intermediates, and planned launches allocate nothing. A
 //! counting global allocator watches many calls of every operator's graph,
-//! fused and unfused, with explicit plans, through `run_planned` and through
-//! `Runtime::run` with a fixed geometry and grain. (The `auto` planner's lookups
-//! still build string keys per call; that is planning, not execution.) Alone in
+//! fused and unfused, with explicit plans, through `run_planned`, through
+//! `Runtime::run` with a fixed geometry and grain, and through `Runtime::run`
+//! planned by `auto` (once its refinement has run: the planner remembers each
+//! launch under a key that allocates nothing). Alone in
 //! its own binary without the libtest harness (`harness = false`), whose threads
 //! would allocate while the window is open.
 
@@ -68,23 +69,29 @@ fn graph_calls_do_not_allocate() {
                     grain: Some(grain),
                     ..RunOptions::default()
                 };
+                let auto = RunOptions {
+                    fusion,
+                    ..RunOptions::default()
+                };
                 // Warm up: the arena's first intermediates, the helpers' first
-                // wake-ups.
+                // wake-ups, auto's refinement.
                 for _ in 0..50 {
                     rt.run_planned(&graph, &tensors[..n], &mut out, &plans)
                         .unwrap();
                     rt.run(inputs.view(), &shape, &mut out, &opts).unwrap();
+                    rt.run(inputs.view(), &shape, &mut out, &auto).unwrap();
                 }
                 let before = allocations();
                 for _ in 0..200 {
                     rt.run_planned(&graph, &tensors[..n], &mut out, &plans)
                         .unwrap();
                     rt.run(inputs.view(), &shape, &mut out, &opts).unwrap();
+                    rt.run(inputs.view(), &shape, &mut out, &auto).unwrap();
                 }
                 let allocs = allocations() - before;
                 assert_eq!(
                     allocs, 0,
-                    "{op} {dims} fusion {fusion} grain {grain:?}: {allocs} allocations in 400 calls"
+                    "{op} {dims} fusion {fusion} grain {grain:?}: {allocs} allocations in 600 calls"
                 );
             }
         }

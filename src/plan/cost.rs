@@ -98,11 +98,10 @@ impl WidthCost {
     /// ns per nominal flop, for kernels without a calibration of their own: the
     /// median over the row operators of (8-accumulator element cost / nominal flops).
     pub fn flop_ns(&self) -> f64 {
-        let mut v: Vec<f64> = ROW_OPS
-            .iter()
-            .zip(&self.rows)
-            .map(|(&op, k)| k.elem_ns[3] / super::profile::nominal_flops(op))
-            .collect();
+        let mut v = [0.0; ROW_OPS.len()];
+        for ((x, &op), k) in v.iter_mut().zip(&ROW_OPS).zip(&self.rows) {
+            *x = k.elem_ns[3] / super::profile::nominal_flops(op);
+        }
         v.sort_by(f64::total_cmp);
         0.5 * (v[2] + v[3])
     }
@@ -212,7 +211,16 @@ fn schedule(n: usize, d: f64, d_last: f64, p: usize, arrival: f64) -> f64 {
         }
         return ((sum + arrival * (p - 1) as f64) / p as f64).max(d);
     }
-    let mut ready = vec![arrival; p];
+    // Workers' ready times, on the stack for any realistic pool (planning a
+    // launch allocates nothing).
+    let mut small = [arrival; 64];
+    let mut large = Vec::new();
+    let ready: &mut [f64] = if p <= small.len() {
+        &mut small[..p]
+    } else {
+        large.resize(p, arrival);
+        &mut large
+    };
     ready[0] = 0.0;
     let mut finish = 0.0f64;
     for i in 0..n {

@@ -59,7 +59,27 @@ pub struct LaunchProfile {
     pub flops_per_elem: f64,
 }
 
+/// A launch profile's identity for the planner's in-memory tables (its
+/// per-element costs by bit pattern): building and hashing it allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProfileId {
+    op: Option<Op>,
+    work: Work,
+    bytes_per_elem: u64,
+    flops_per_elem: u64,
+}
+
 impl LaunchProfile {
+    /// This profile's identity.
+    pub fn id(&self) -> ProfileId {
+        ProfileId {
+            op: self.op,
+            work: self.work,
+            bytes_per_elem: self.bytes_per_elem.to_bits(),
+            flops_per_elem: self.flops_per_elem.to_bits(),
+        }
+    }
+
     /// A row launch of some kernel that is not one of the seven operators.
     pub fn rows(
         rows: usize,

@@ -2,7 +2,7 @@
 //! planner chooses them from the cost model, without measuring the target shape.
 
 use super::cost::CostModel;
-use super::profile::{LaunchProfile, Work};
+use super::profile::{LaunchProfile, ProfileId, Work};
 use super::search::{self, Candidate, Measure};
 use super::tuning::{self, Tuned, TuningTable};
 use crate::error::{Error, Result};
@@ -128,10 +128,13 @@ pub const REFINE_AFTER: u32 = 3;
 /// Alternatives refinement measures besides the model's choice (at most).
 const REFINE_ALTERNATIVES: usize = 17;
 
+/// What the planner remembers of one launch: `auto` calls so far, the refined
+/// plan, and the tuning table's entry (looked up by its text key once).
 #[derive(Clone, Copy, Debug, Default)]
 struct Seen {
     calls: u32,
     refined: Option<(LaunchConfig, Grain)>,
+    tuned: Option<(LaunchConfig, Grain)>,
 }
 
 /// Chooses geometry and grain per strategy for one backend, worker count and
@@ -144,7 +147,7 @@ pub struct Planner {
     mode: PacketMode,
     model: CostModel,
     tuned: Mutex<TuningTable>,
-    seen: Mutex<HashMap<String, Seen>>,
+    seen: Mutex<HashMap<ProfileId, Seen>>,
 }
 
 impl Clone for Planner {
@@ -195,6 +198,7 @@ impl Planner {
     /// The same planner with the oracle results of `table` (see [`tuning`](super::tuning)).
     pub fn with_tuning(self, table: TuningTable) -> Self {
         *lock(&self.tuned) = table;
+        lock(&self.seen).clear();
         self
     }
 
@@ -216,6 +220,21 @@ impl Planner {
     /// A copy of the tuning table.
     pub fn tuning(&self) -> TuningTable {
         lock(&self.tuned).clone()
+    }
+
+    /// Runs `f` on what this planner remembers of launch `p`, creating the
+    /// record (with its tuning-table entry) the first time `p` is seen, so
+    /// later calls of the same launch neither format keys nor allocate.
+    fn with_seen<R>(&self, p: &LaunchProfile, f: impl FnOnce(&mut Seen) -> R) -> R {
+        let mut seen = lock(&self.seen);
+        let s = seen.entry(p.id()).or_insert_with(|| Seen {
+            tuned: lock(&self.tuned)
+                .entries
+                .get(&self.key(p))
+                .map(|t| (t.config, t.grain)),
+            ..Seen::default()
+        });
+        f(s)
     }
 
     /// The tuning key of `profile` for this planner.
@@ -309,30 +328,24 @@ impl Planner {
                     legacy
                 }
             }
-            Strategy::Auto => {
-                let key = self.key(p);
-                if let Some(t) = lock(&self.tuned).entries.get(&key).copied() {
-                    Plan {
-                        source: PlanSource::Tuned,
-                        ..self.plan_of(p, t.config, t.grain)
-                    }
-                } else if let Some((c, g)) = lock(&self.seen).get(&key).and_then(|s| s.refined) {
-                    Plan {
-                        source: PlanSource::Refined,
-                        ..self.plan_of(p, c, g)
-                    }
-                } else {
-                    self.joint_all(p)
-                }
-            }
+            Strategy::Auto => match self.with_seen(p, |s| (s.tuned, s.refined)) {
+                (Some((c, g)), _) => Plan {
+                    source: PlanSource::Tuned,
+                    ..self.plan_of(p, c, g)
+                },
+                (None, Some((c, g))) => Plan {
+                    source: PlanSource::Refined,
+                    ..self.plan_of(p, c, g)
+                },
+                (None, None) => self.joint_all(p),
+            },
             Strategy::Oracle => {
-                let key = self.key(p);
-                let Some(t) = lock(&self.tuned).entries.get(&key).copied() else {
-                    return Err(Error::NotTuned(key));
+                let Some((c, g)) = self.with_seen(p, |s| s.tuned) else {
+                    return Err(Error::NotTuned(self.key(p)));
                 };
                 Plan {
                     source: PlanSource::Tuned,
-                    ..self.plan_of(p, t.config, t.grain)
+                    ..self.plan_of(p, c, g)
                 }
             }
         };
@@ -386,6 +399,7 @@ impl Planner {
         let pred: Vec<f64> = space.iter().map(|x| x.predicted_us).collect();
         let found = search::successive_halving(&cands, &pred, measure)?;
         let (config, grain) = found.candidate;
+        self.with_seen(p, |s| s.tuned = Some(found.candidate));
         lock(&self.tuned).entries.insert(
             self.key(p),
             Tuned {
@@ -404,14 +418,13 @@ impl Planner {
     /// once, on the [`REFINE_AFTER`]-th call of a launch that is neither tuned
     /// nor refined yet: the caller should then run [`Planner::refine`].
     pub fn due_for_refinement(&self, p: &LaunchProfile) -> bool {
-        let key = self.key(p);
-        if lock(&self.tuned).entries.contains_key(&key) {
-            return false;
-        }
-        let mut seen = lock(&self.seen);
-        let s = seen.entry(key).or_default();
-        s.calls = s.calls.saturating_add(1);
-        s.calls == REFINE_AFTER && s.refined.is_none()
+        self.with_seen(p, |s| {
+            if s.tuned.is_some() {
+                return false;
+            }
+            s.calls = s.calls.saturating_add(1);
+            s.calls == REFINE_AFTER && s.refined.is_none()
+        })
     }
 
     /// The alternatives refinement measures: the model's choice first, then the
@@ -476,7 +489,7 @@ impl Planner {
 
     /// The refined plan of `profile`, if refinement ran for it.
     pub fn refined(&self, p: &LaunchProfile) -> Option<Plan> {
-        let (c, g) = lock(&self.seen).get(&self.key(p)).and_then(|s| s.refined)?;
+        let (c, g) = self.with_seen(p, |s| s.refined)?;
         Some(Plan {
             source: PlanSource::Refined,
             ..self.plan_of(p, c, g)
@@ -492,8 +505,7 @@ impl Planner {
         let c: Vec<Candidate> = cands.iter().map(|x| (x.config, x.grain)).collect();
         let pred: Vec<f64> = cands.iter().map(|x| x.predicted_us).collect();
         let found = search::refine(&c, &pred, measure)?;
-        let key = self.key(p);
-        lock(&self.seen).entry(key).or_default().refined = Some(found.candidate);
+        self.with_seen(p, |s| s.refined = Some(found.candidate));
         Ok(Plan {
             source: PlanSource::Refined,
             ..self.plan_of(p, found.candidate.0, found.candidate.1)
