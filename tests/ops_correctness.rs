@@ -200,6 +200,31 @@ fn layernorm_is_stable_with_a_large_common_offset() {
     }
 }
 
+/// Rows whose first elements are far from the rest: the shifted one-pass
+/// statistics would cancel, so the kernel must take its careful path.
+#[test]
+fn layernorm_is_stable_when_the_first_element_is_an_outlier() {
+    let shape = Shape::rows(5, 333);
+    let mut inputs = OwnedInputs::generate(Op::LayerNorm, shape, 2).unwrap();
+    let x = &mut inputs.tensors_mut()[0];
+    x[0] = 1.0e4;
+    x[333..340].fill(-3.0e3);
+    for v in &mut x[666..999] {
+        *v += 5.0e3;
+    }
+    x[666..670].fill(0.0);
+    for b in test_backends() {
+        for mode in MODES {
+            check(
+                &inputs,
+                b,
+                default_config(Op::LayerNorm, &shape, b.width()),
+                mode,
+            );
+        }
+    }
+}
+
 #[test]
 fn fully_masked_softmax_rows_give_zeros_and_nan_propagates() {
     let shape = Shape::rows(3, 37);

@@ -1,8 +1,13 @@
 //! layernorm: y = (x − mean) / sqrt(var + 1e-5) · w + b, population variance.
 //!
-//! Three passes per row: the mean; then the sums of `d = x − mean` and `d²` (the
-//! corrected two-pass algorithm, so inputs with a large common offset stay accurate);
-//! then the affine output.
+//! Usually two passes per row. The first sums `d = x − K` and `d²` around a
+//! shift `K`, the mean of the row's first 32 elements: with `K` near the mean,
+//! `x − K` is exact even for inputs with a large common offset, and
+//! `mean = K + Σd/C`, `var = Σd²/C − (Σd/C)²` cancel almost nothing. The second
+//! pass writes the affine output. When `K` is far from the mean
+//! (`(Σd/C)² > Σd²/C / 16`, so the variance would lose bits), a second
+//! statistics pass around the first mean runs the corrected two-pass algorithm
+//! instead.
 
 use super::rows::{RowKernel, fold};
 use crate::packet::Packet;
@@ -10,6 +15,9 @@ use crate::simt::{PacketVisitor, RowSchedule};
 
 /// ε of layernorm.
 pub const EPS: f32 = 1e-5;
+
+/// The first pass sums around the mean of the row's first this-many elements.
+const SHIFT_SAMPLE: usize = 32;
 
 /// The layernorm kernel over borrowed inputs.
 #[derive(Clone, Copy, Debug)]
@@ -20,25 +28,6 @@ pub struct LayerNorm<'a> {
     pub w: &'a [f32],
     /// b[C].
     pub b: &'a [f32],
-}
-
-struct Sum<'r, P: Packet> {
-    p: P,
-    x: &'r [f32],
-    acc: [P::V; 8],
-}
-
-impl<P: Packet> PacketVisitor for Sum<'_, P> {
-    const W: usize = P::W;
-    #[inline(always)]
-    fn full(&mut self, col: usize, acc: usize) {
-        self.acc[acc] = self.p.add(self.acc[acc], self.p.load_at(self.x, col));
-    }
-    #[inline(always)]
-    fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
-        let v = self.p.load_partial(&self.x[col..], lanes, 0.0);
-        self.acc[acc] = self.p.add(self.acc[acc], v);
-    }
 }
 
 /// Sums `d = x − mean` and `d²` together: the first corrects the mean, the second
@@ -116,31 +105,41 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
     }
 }
 
+/// Σ(x − shift)/C and Σ(x − shift)²/C of row `x`, in the schedule's reduction order.
+#[inline(always)]
+fn centred<P: Packet>(p: P, sched: &RowSchedule, x: &[f32], shift: f32) -> (f32, f32) {
+    let a = sched.accumulators();
+    let c = sched.cols() as f32;
+    let mut v = Centred {
+        p,
+        x,
+        mean: shift,
+        sum: [p.zero(); 8],
+        acc: [p.zero(); 8],
+    };
+    sched.visit(&mut v);
+    let delta = p.reduce_add(fold(p, &mut v.sum, a)) / c;
+    let mean_sq = p.reduce_add(fold(p, &mut v.acc, a)) / c;
+    (delta, mean_sq)
+}
+
 impl RowKernel for LayerNorm<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
         let c = sched.cols();
         let x = &self.x[r * c..(r + 1) * c];
-        let a = sched.accumulators();
-        let mut sum = Sum {
-            p,
-            x,
-            acc: [p.zero(); 8],
-        };
-        sched.visit(&mut sum);
-        let mean = p.reduce_add(fold(p, &mut sum.acc, a)) / c as f32;
-        let mut centred = Centred {
-            p,
-            x,
-            mean,
-            sum: [p.zero(); 8],
-            acc: [p.zero(); 8],
-        };
-        sched.visit(&mut centred);
-        // `x − mean` is exact for x near the mean, so `delta` recovers the rounding
-        // error of the first mean even when the row has a large common offset.
-        let delta = p.reduce_add(fold(p, &mut centred.sum, a)) / c as f32;
-        let var = (p.reduce_add(fold(p, &mut centred.acc, a)) / c as f32 - delta * delta).max(0.0);
+        let head = &x[..c.min(SHIFT_SAMPLE)];
+        let shift = head.iter().sum::<f32>() / head.len() as f32;
+        let (mut delta, mut mean_sq) = centred(p, sched, x, shift);
+        let mut mean = shift;
+        // NaN fails the comparison too and takes the careful path.
+        if !(delta * delta <= mean_sq * (1.0 / 16.0)) {
+            // `x − mean` is exact for x near the mean, so the new `delta`
+            // recovers the rounding error of the first mean.
+            mean = shift + delta;
+            (delta, mean_sq) = centred(p, sched, x, mean);
+        }
+        let var = (mean_sq - delta * delta).max(0.0);
         let rstd = 1.0 / (var + EPS).sqrt();
         sched.visit(&mut Affine {
             p,
