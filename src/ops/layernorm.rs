@@ -133,7 +133,8 @@ impl RowKernel for LayerNorm<'_> {
         let (mut delta, mut mean_sq) = centred(p, sched, x, shift);
         let mut mean = shift;
         // NaN fails the comparison too and takes the careful path.
-        if !(delta * delta <= mean_sq * (1.0 / 16.0)) {
+        let shift_is_close = delta * delta <= mean_sq * (1.0 / 16.0);
+        if !shift_is_close {
             // `x − mean` is exact for x near the mean, so the new `delta`
             // recovers the rounding error of the first mean.
             mean = shift + delta;
