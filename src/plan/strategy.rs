@@ -337,7 +337,7 @@ impl Planner {
                     source: PlanSource::Refined,
                     ..self.plan_of(p, c, g)
                 },
-                (None, None) => self.joint_all(p),
+                (None, None) => self.auto_plan(p),
             },
             Strategy::Oracle => {
                 let Some((c, g)) = self.with_seen(p, |s| s.tuned) else {
@@ -377,6 +377,38 @@ impl Planner {
             }
         }
         v
+    }
+
+    /// The `local` that `auto` uses for `p`: the model's best on the caller,
+    /// whatever the pool. A row's reduction order depends on `local`, so fixing
+    /// it per shape keeps `auto`'s output bytes the same for every worker count
+    /// and grain; only `block` and the grain adapt to the pool.
+    pub fn auto_local(&self, p: &LaunchProfile) -> usize {
+        let w = self.backend.width();
+        let block = p.segment_rows();
+        search::distinct_locals(p, w, &self.locals(p))
+            .into_iter()
+            .map(|local| {
+                (
+                    local,
+                    self.predict(p, LaunchConfig { local, block }, Grain::Caller),
+                )
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(1, |(local, _)| local)
+    }
+
+    /// The joint space at [`Planner::auto_local`]: block × grain.
+    fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
+        let local = self.auto_local(p);
+        let mut v = self.joint_space(p);
+        v.retain(|x| x.config.local == local);
+        v
+    }
+
+    /// `auto`'s model choice before (or without) refinement.
+    fn auto_plan(&self, p: &LaunchProfile) -> Plan {
+        Self::best(self.auto_space(p))
     }
 
     fn joint_all(&self, p: &LaunchProfile) -> Plan {
@@ -431,8 +463,8 @@ impl Planner {
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
     pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let first = self.joint_all(p);
-        let mut space = self.joint_space(p);
+        let first = self.auto_plan(p);
+        let mut space = self.auto_space(p);
         space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
         let mut out = vec![first];
         let push = |out: &mut Vec<Plan>, x: Plan| {
