@@ -91,7 +91,7 @@ struct ReportArgs {
     /// Full-packet specialization on or off.
     #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     full_packet: bool,
-    /// Fusion on or off (on is not implemented yet).
+    /// Fusion on (one launch per operator) or off (the seed's chains of launches).
     #[arg(long, default_value = "off", value_parser = parse_switch, action = clap::ArgAction::Set)]
     fusion: bool,
     /// Seed of the generated inputs.
