@@ -108,7 +108,7 @@ impl RmsNorm<'_> {
         p.reduce_add(fold(p, &mut sum.acc, sched.accumulators()))
     }
 
-    /// Writes row `r` scaled by `s` into `y`, prefetching row `next` of x.
+    /// Writes row `r` scaled by `s` into `y`, prefetching row `next` of x (if any).
     #[inline(always)]
     fn apply<P: Packet>(
         &self,
@@ -116,7 +116,7 @@ impl RmsNorm<'_> {
         sched: &RowSchedule,
         r: usize,
         s: f32,
-        next: usize,
+        next: Option<usize>,
         y: &mut [f32],
     ) {
         let c = sched.cols();
@@ -124,8 +124,7 @@ impl RmsNorm<'_> {
             p,
             x: &self.x[r * c..(r + 1) * c],
             next: next
-                .checked_mul(c)
-                .and_then(|n| self.x.get(n..n + c))
+                .and_then(|n| self.x.get(n * c..(n + 1) * c))
                 .unwrap_or(&[]),
             w: self.w,
             y,
@@ -139,7 +138,7 @@ impl RowKernel for RmsNorm<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
         let s = scale(self.sum_sq(p, sched, r), sched.cols());
-        self.apply(p, sched, r, s, r + 1, y);
+        self.apply(p, sched, r, s, Some(r + 1), y);
     }
 
     #[inline(always)]
@@ -171,7 +170,7 @@ impl RowKernel for RmsNorm<'_> {
             }
             // Small rows need no prefetch: the hardware prefetcher keeps up.
             for (i, y) in ys.chunks_exact_mut(out_row_len).enumerate() {
-                self.apply(p, sched, first + i, scales[i], usize::MAX, y);
+                self.apply(p, sched, first + i, scales[i], None, y);
             }
             first += n;
         }
