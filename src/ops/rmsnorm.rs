@@ -43,7 +43,9 @@ impl<P: Packet> PacketVisitor for SumSq<'_, P> {
     }
 }
 
-struct Scale<'r, P: Packet> {
+/// The output pass. `PREFETCH` and `STREAM` are compile-time so that the
+/// per-packet code of small rows (neither) carries no branch for them.
+struct Scale<'r, P: Packet, const PREFETCH: bool, const STREAM: bool> {
     p: P,
     x: &'r [f32],
     /// The next row of x (empty for the last row), prefetched while this one is written.
@@ -51,20 +53,23 @@ struct Scale<'r, P: Packet> {
     w: &'r [f32],
     y: &'r mut [f32],
     s: P::V,
-    stream: bool,
 }
 
-impl<P: Packet> PacketVisitor for Scale<'_, P> {
+impl<P: Packet, const PREFETCH: bool, const STREAM: bool> PacketVisitor
+    for Scale<'_, P, PREFETCH, STREAM>
+{
     const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
-        p.prefetch(self.next, col);
+        if PREFETCH {
+            p.prefetch(self.next, col);
+        }
         let v = p.mul(
             p.mul(p.load_at(self.x, col), self.s),
             p.load_at(self.w, col),
         );
-        p.store_result_at(self.y, col, v, self.stream);
+        p.store_result_at(self.y, col, v, STREAM);
     }
     #[inline(always)]
     fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
@@ -120,17 +125,39 @@ impl RmsNorm<'_> {
         y: &mut [f32],
     ) {
         let c = sched.cols();
-        sched.visit(&mut Scale {
-            p,
-            x: &self.x[r * c..(r + 1) * c],
-            next: next
-                .and_then(|n| self.x.get(n * c..(n + 1) * c))
-                .unwrap_or(&[]),
-            w: self.w,
-            y,
-            s: p.splat(s),
-            stream: sched.streams(),
-        });
+        let x = &self.x[r * c..(r + 1) * c];
+        let (w, s) = (self.w, p.splat(s));
+        let Some(next) = next else {
+            let mut v = Scale::<P, false, false> {
+                p,
+                x,
+                next: &[],
+                w,
+                y,
+                s,
+            };
+            return sched.visit(&mut v);
+        };
+        let next = self.x.get(next * c..(next + 1) * c).unwrap_or(&[]);
+        if sched.streams() {
+            sched.visit(&mut Scale::<P, true, true> {
+                p,
+                x,
+                next,
+                w,
+                y,
+                s,
+            });
+        } else {
+            sched.visit(&mut Scale::<P, true, false> {
+                p,
+                x,
+                next,
+                w,
+                y,
+                s,
+            });
+        }
     }
 }
 
@@ -150,7 +177,8 @@ impl RowKernel for RmsNorm<'_> {
         out: &mut [f32],
         out_row_len: usize,
     ) {
-        if out_row_len * 4 > BATCHED_ROW_BYTES {
+        // Streamed outputs are large, memory-bound ones: batching gains nothing there.
+        if out_row_len * 4 > BATCHED_ROW_BYTES || sched.streams() {
             for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
                 self.row(p, sched, r, y);
             }
@@ -168,7 +196,8 @@ impl RowKernel for RmsNorm<'_> {
             for s in &mut scales {
                 *s = scale(*s, sched.cols());
             }
-            // Small rows need no prefetch: the hardware prefetcher keeps up.
+            // Small rows need no prefetch (the hardware prefetcher keeps up) and
+            // are not streamed (checked above).
             for (i, y) in ys.chunks_exact_mut(out_row_len).enumerate() {
                 self.apply(p, sched, first + i, scales[i], None, y);
             }
