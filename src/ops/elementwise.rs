@@ -26,6 +26,7 @@ struct Binary<'r, P: Packet, F: BinaryFn> {
 
 impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -38,11 +39,6 @@ impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
         let a = p.load_partial(&self.a[col..], lanes, 0.0);
         let b = p.load_partial(&self.b[col..], lanes, 0.0);
         p.store_partial(&mut self.y[col..], lanes, F::apply(p, a, b));
-    }
-    #[inline(always)]
-    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
-        // Element-wise into a separate output: the overlapping full packet is exact.
-        self.full(col + lanes - P::W, acc);
     }
 }
 
@@ -157,6 +153,7 @@ impl<P: Packet> Rotate<'_, P> {
 
 impl<P: Packet> PacketVisitor for Rotate<'_, P> {
     const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -182,11 +179,6 @@ impl<P: Packet> PacketVisitor for Rotate<'_, P> {
         );
         p.store_partial(&mut self.y[col..], lanes, y1);
         p.store_partial(&mut self.y[h + col..], lanes, y2);
-    }
-    #[inline(always)]
-    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
-        // Element-wise into a separate output: the overlapping full packet is exact.
-        self.full(col + lanes - P::W, acc);
     }
 }
 

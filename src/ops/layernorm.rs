@@ -78,6 +78,7 @@ struct Affine<'r, P: Packet> {
 
 impl<P: Packet> PacketVisitor for Affine<'_, P> {
     const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -97,11 +98,6 @@ impl<P: Packet> PacketVisitor for Affine<'_, P> {
         let b = p.load_partial(&self.b[col..], lanes, 0.0);
         let n = p.mul(p.sub(p.sub(x, self.mean), self.delta), self.rstd);
         p.store_partial(&mut self.y[col..], lanes, p.fma(n, w, b));
-    }
-    #[inline(always)]
-    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
-        // Element-wise into a separate output: the overlapping full packet is exact.
-        self.full(col + lanes - P::W, acc);
     }
 }
 

@@ -6,7 +6,7 @@
 //! Small rows go in batches: a batch's sums first, its scales in one vectorized
 //! step, then its outputs, so no row waits on its own divide and square root.
 
-use super::rows::{RowKernel, fold};
+use super::rows::{RowKernel, each_row, fold};
 use crate::packet::Packet;
 use crate::simt::{PacketVisitor, RowSchedule};
 use std::ops::Range;
@@ -55,10 +55,34 @@ struct Scale<'r, P: Packet, const PREFETCH: bool, const STREAM: bool> {
     s: P::V,
 }
 
+impl<'r, P: Packet> Scale<'r, P, false, false> {
+    /// Runs the pass over the row with `PREFETCH` and `STREAM` chosen.
+    #[inline(always)]
+    fn visit<const PREFETCH: bool, const STREAM: bool>(self, sched: &RowSchedule) {
+        let Scale {
+            p,
+            x,
+            next,
+            w,
+            y,
+            s,
+        } = self;
+        sched.visit(&mut Scale::<P, PREFETCH, STREAM> {
+            p,
+            x,
+            next,
+            w,
+            y,
+            s,
+        });
+    }
+}
+
 impl<P: Packet, const PREFETCH: bool, const STREAM: bool> PacketVisitor
     for Scale<'_, P, PREFETCH, STREAM>
 {
     const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -77,11 +101,6 @@ impl<P: Packet, const PREFETCH: bool, const STREAM: bool> PacketVisitor
         let x = p.load_partial(&self.x[col..], lanes, 0.0);
         let w = p.load_partial(&self.w[col..], lanes, 0.0);
         p.store_partial(&mut self.y[col..], lanes, p.mul(p.mul(x, self.s), w));
-    }
-    #[inline(always)]
-    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
-        // Element-wise into a separate output: the overlapping full packet is exact.
-        self.full(col + lanes - P::W, acc);
     }
 }
 
@@ -125,38 +144,23 @@ impl RmsNorm<'_> {
         y: &mut [f32],
     ) {
         let c = sched.cols();
-        let x = &self.x[r * c..(r + 1) * c];
-        let (w, s) = (self.w, p.splat(s));
-        let Some(next) = next else {
-            let mut v = Scale::<P, false, false> {
-                p,
-                x,
-                next: &[],
-                w,
-                y,
-                s,
-            };
-            return sched.visit(&mut v);
+        let v = Scale {
+            p,
+            x: &self.x[r * c..(r + 1) * c],
+            next: next
+                .and_then(|n| self.x.get(n * c..(n + 1) * c))
+                .unwrap_or(&[]),
+            w: self.w,
+            y,
+            s: p.splat(s),
         };
-        let next = self.x.get(next * c..(next + 1) * c).unwrap_or(&[]);
-        if sched.streams() {
-            sched.visit(&mut Scale::<P, true, true> {
-                p,
-                x,
-                next,
-                w,
-                y,
-                s,
-            });
-        } else {
-            sched.visit(&mut Scale::<P, true, false> {
-                p,
-                x,
-                next,
-                w,
-                y,
-                s,
-            });
+        match (next.is_some(), sched.streams()) {
+            (false, streams) => {
+                debug_assert!(!streams, "only small, unstreamed rows skip the prefetch");
+                v.visit::<false, false>(sched)
+            }
+            (true, true) => v.visit::<true, true>(sched),
+            (true, false) => v.visit::<true, false>(sched),
         }
     }
 }
@@ -179,10 +183,7 @@ impl RowKernel for RmsNorm<'_> {
     ) {
         // Streamed outputs are large, memory-bound ones: batching gains nothing there.
         if out_row_len * 4 > BATCHED_ROW_BYTES || sched.streams() {
-            for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
-                self.row(p, sched, r, y);
-            }
-            return;
+            return each_row(self, p, sched, rows, out, out_row_len);
         }
         let mut first = rows.start;
         for ys in out.chunks_mut(BATCH * out_row_len) {

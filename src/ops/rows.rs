@@ -22,9 +22,23 @@ pub trait RowKernel: Sync {
         out: &mut [f32],
         out_row_len: usize,
     ) {
-        for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
-            self.row(p, sched, r, y);
-        }
+        each_row(self, p, sched, rows, out, out_row_len);
+    }
+}
+
+/// Runs [`RowKernel::row`] for each of `rows`, in order: the default of
+/// [`RowKernel::rows`], for kernels that interleave rows only sometimes.
+#[inline(always)]
+pub fn each_row<K: RowKernel + ?Sized, P: Packet>(
+    kernel: &K,
+    p: P,
+    sched: &RowSchedule,
+    rows: Range<usize>,
+    out: &mut [f32],
+    out_row_len: usize,
+) {
+    for (y, r) in out.chunks_exact_mut(out_row_len).zip(rows) {
+        kernel.row(p, sched, r, y);
     }
 }
 

@@ -300,16 +300,13 @@ pub trait PacketVisitor {
     fn full(&mut self, col: usize, acc: usize);
     /// A packet with `lanes` live lanes (`1..=W`), run masked.
     fn masked(&mut self, col: usize, lanes: usize, acc: usize);
-    /// The last packet of a row of at least `W` columns, with `lanes < W` live
-    /// lanes at `col`, in full-packet mode. A visitor whose packets are pure
-    /// element-wise functions from inputs to a separate output may instead run
-    /// the full packet that ends at the row's end (`col + lanes − W`): its
-    /// overlap recomputes bit-identical values, and it avoids a masked store,
-    /// which is slow on some CPUs. The default runs [`PacketVisitor::masked`].
-    #[inline(always)]
-    fn tail(&mut self, col: usize, lanes: usize, acc: usize) {
-        self.masked(col, lanes, acc);
-    }
+    /// `true` for a visitor whose packets are pure element-wise functions from
+    /// inputs to a separate output. In full-packet mode the schedule then runs a
+    /// row's partial last packet (row of at least `W` columns) as the full packet
+    /// that ends at the row's end: its overlap recomputes bit-identical values,
+    /// and it avoids a masked store, which is slow on some CPUs. Reductions and
+    /// in-place passes keep the default, the masked packet.
+    const OVERLAPPING_TAIL: bool = false;
 }
 
 /// The SIMT schedule of one row, fixed for a whole launch.
@@ -441,8 +438,8 @@ impl RowSchedule {
             let last = packets % A;
             for j in 0..A {
                 if j == last {
-                    if self.full_packet && packets > 0 {
-                        v.tail(col, tail, j);
+                    if V::OVERLAPPING_TAIL && self.full_packet && packets > 0 {
+                        v.full(self.cols - w, j);
                     } else {
                         v.masked(col, tail, j);
                     }
