@@ -385,39 +385,31 @@ impl Planner {
         v
     }
 
-    /// The `local` that `auto` uses for `p`: the model's best on the caller,
-    /// whatever the pool. A row's reduction order depends on `local`, so fixing
-    /// it per shape keeps `auto`'s output bytes the same for every worker count
-    /// and grain; only `block` and the grain adapt to the pool.
-    pub fn auto_local(&self, p: &LaunchProfile) -> usize {
-        let w = self.backend.width();
+    /// The whole launch `p` on the caller at the `local` that `auto` uses: the
+    /// model's best there, whatever the pool. A row's reduction order depends on
+    /// `local`, so fixing it per shape keeps `auto`'s output bytes the same for
+    /// every worker count and grain; only `block` and the grain adapt to the pool.
+    fn auto_on_caller(&self, p: &LaunchProfile) -> Plan {
         let block = p.segment_rows();
-        search::distinct_locals(p, w, &self.locals(p))
-            .into_iter()
-            .map(|local| {
-                (
-                    local,
-                    self.predict(p, LaunchConfig { local, block }, Grain::Caller),
-                )
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or(1, |(local, _)| local)
+        Self::best(
+            search::distinct_locals(p, self.backend.width(), &self.locals(p))
+                .into_iter()
+                .map(|local| self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)),
+        )
     }
 
-    /// The joint space at [`Planner::auto_local`]: block × grain; only the
-    /// caller's plans for a launch the model puts under [`CALLER_ONLY_US`] on the
-    /// caller, where no hand-off to a helper can pay for itself.
+    /// The joint space at `auto`'s local (see [`Planner::auto_on_caller`]):
+    /// block × grain; only the caller's plans for a launch the model puts under
+    /// [`CALLER_ONLY_US`] on the caller, where no hand-off to a helper can pay
+    /// for itself.
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let local = self.auto_local(p);
-        let whole = LaunchConfig {
-            local,
-            block: p.segment_rows(),
-        };
-        let caller_only = self.predict(p, whole, Grain::Caller) < CALLER_ONLY_US;
+        let whole = self.auto_on_caller(p);
+        let local = whole.config.local;
+        let caller_only = whole.predicted_us < CALLER_ONLY_US;
         let mut v = self.joint_space(p);
         v.retain(|x| x.config.local == local && (!caller_only || x.grain == Grain::Caller));
         if v.is_empty() {
-            v.push(self.plan_of(p, whole, Grain::Caller));
+            v.push(whole);
         }
         v
     }
@@ -479,9 +471,10 @@ impl Planner {
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
     pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let first = self.auto_plan(p);
         let mut space = self.auto_space(p);
+        // A stable sort: the first is `auto_plan`'s choice (the first minimum).
         space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
+        let first = space[0];
         let mut out = vec![first];
         let push = |out: &mut Vec<Plan>, x: Plan| {
             if !out
