@@ -6,11 +6,13 @@
 //! `cargo run --release --example fusion_ab -- [workers] [rounds] [calls] [op:shape ...]`
 //! (default: 2 workers, 7 rounds, 20 calls, the rows).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use taskgrain::bench::report::stats::{paired_ratios, summarize};
-use taskgrain::bench::timing::{median, time_calls};
-use taskgrain::ops::{self, Op, OwnedInputs, Shape};
-use taskgrain::pool::PoolConfig;
-use taskgrain::runtime::{RunOptions, Runtime, RuntimeConfig};
+use taskgrain::bench::timing::median;
+use taskgrain::ops::{self, OwnedInputs};
+use taskgrain::runtime::RunOptions;
 
 const ROWS: [&str; 6] = [
     "masked_softmax:4096x1024",
@@ -22,30 +24,9 @@ const ROWS: [&str; 6] = [
 ];
 
 fn main() -> Result<(), taskgrain::Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let num = |i: usize, d: usize| args.get(i).and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (workers, rounds, calls) = (num(1, 2), num(2, 7), num(3, 20));
-    let rows: Vec<String> = if args.len() > 4 {
-        args[4..].to_vec()
-    } else {
-        ROWS.iter().map(|s| s.to_string()).collect()
-    };
-    let rt = Runtime::new(RuntimeConfig {
-        pool: PoolConfig::with_workers(workers),
-        width: Some(taskgrain::packet::Backend::best(8).width()),
-        ..RuntimeConfig::default()
-    })?;
-    println!(
-        "workers {}/{} granted, {rounds} rounds × {calls} calls, {}",
-        rt.pool().workers_granted(),
-        workers,
-        rt.backend().name()
-    );
+    let (args, rt) = common::setup(20, &ROWS)?;
     println!("op shape | launches off/on | unfused µs | fused µs | unfused/fused (range)");
-    for row in rows {
-        let (op, dims) = row.split_once(':').unwrap_or((row.as_str(), ""));
-        let op: Op = op.parse()?;
-        let shape = Shape::parse(op, dims)?;
+    for (op, shape) in args.rows {
         let inputs = OwnedInputs::generate(op, shape, 1)?;
         let mut out = vec![0.0f32; ops::output_len(&shape)];
         let opts = |fusion| RunOptions {
@@ -59,21 +40,13 @@ fn main() -> Result<(), taskgrain::Error> {
             call(true)?;
         }
         let (mut off, mut on) = (Vec::new(), Vec::new());
-        for r in 0..rounds {
+        for r in 0..args.rounds {
             for fusion in if r % 2 == 0 {
                 [false, true]
             } else {
                 [true, false]
             } {
-                let mut failure = None;
-                let t = median(&time_calls(1, calls, || {
-                    if let Err(e) = call(fusion) {
-                        failure = Some(e);
-                    }
-                }));
-                if let Some(e) = failure {
-                    return Err(e);
-                }
+                let t = common::p50(args.calls, || call(fusion).map(|_| ()))?;
                 if fusion { on.push(t) } else { off.push(t) }
             }
         }

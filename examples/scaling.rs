@@ -7,36 +7,21 @@
 //! (default: 2 workers, 7 rounds, 50 calls, gelu_residual 257x1538 and attention
 //! 1x4x1x64x128x32x32, the pool issue's rows).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use taskgrain::bench::report::stats::{paired_ratios, summarize};
-use taskgrain::bench::timing::{median, time_calls};
-use taskgrain::ops::{self, Op, OwnedInputs, Shape};
+use taskgrain::bench::timing::median;
+use taskgrain::ops::{self, OwnedInputs};
 use taskgrain::plan::default_config;
-use taskgrain::pool::{Grain, PoolConfig};
-use taskgrain::runtime::{RunOptions, Runtime, RuntimeConfig};
+use taskgrain::pool::Grain;
+use taskgrain::runtime::RunOptions;
 
 const ROWS: [&str; 2] = ["gelu_residual:257x1538", "attention:1x4x1x64x128x32x32"];
 
 fn main() -> Result<(), taskgrain::Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let num = |i: usize, d: usize| args.get(i).and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (workers, rounds, calls) = (num(1, 2), num(2, 7), num(3, 50));
-    let rows: Vec<String> = if args.len() > 4 {
-        args[4..].to_vec()
-    } else {
-        ROWS.iter().map(|s| s.to_string()).collect()
-    };
-    let rt = Runtime::new(RuntimeConfig {
-        pool: PoolConfig::with_workers(workers),
-        width: Some(taskgrain::packet::Backend::best(8).width()),
-        ..RuntimeConfig::default()
-    })?;
+    let (args, rt) = common::setup(50, &ROWS)?;
     let w = rt.backend().width();
-    println!(
-        "workers {}/{} granted, {rounds} rounds × {calls} calls, {}",
-        rt.pool().workers_granted(),
-        workers,
-        rt.backend().name()
-    );
     let grains = [
         Grain::Caller,
         Grain::Legacy,
@@ -44,10 +29,7 @@ fn main() -> Result<(), taskgrain::Error> {
         Grain::from(2),
         Grain::from(4),
     ];
-    for row in rows {
-        let (op, dims) = row.split_once(':').unwrap_or((row.as_str(), ""));
-        let op: Op = op.parse()?;
-        let shape = Shape::parse(op, dims)?;
+    for (op, shape) in args.rows {
         let inputs = OwnedInputs::generate(op, shape, 1)?;
         let mut out = vec![0.0f32; ops::output_len(&shape)];
         let config = default_config(op, &shape, w);
@@ -65,19 +47,10 @@ fn main() -> Result<(), taskgrain::Error> {
                 call(g)?;
             }
         }
-        for r in 0..rounds {
+        for r in 0..args.rounds {
             for k in 0..grains.len() {
                 let i = (k + r) % grains.len();
-                let mut failure = None;
-                let t = median(&time_calls(1, calls, || {
-                    if let Err(e) = call(grains[i]) {
-                        failure = Some(e);
-                    }
-                }));
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                times[i].push(t);
+                times[i].push(common::p50(args.calls, || call(grains[i]))?);
             }
         }
         println!(
