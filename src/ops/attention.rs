@@ -19,7 +19,7 @@
 //!    operand of the FMA on AVX-512), so Kᵀ is never packed. Dk ∈ {16, 32, 64, 128} is a
 //!    compile-time constant in this tile, so the KT key-row addresses are displacements
 //!    of one pointer instead of a serial chain of address adds.
-//! 2. **Softmax**: `p = exp(s·(1/√Dk) − m·(1/√Dk))` (one FMA into [`math::exp`]) overwrites
+//! 2. **Softmax**: `p = exp(s·(1/√Dk) − m·(1/√Dk))` (one FMA into [`math::exp_flush`]) overwrites
 //!    the scores in place; `l` is updated, and on the last block `1/l` is kept.
 //! 3. **p·v, output rows as accumulators**: register tile RR rows × DC packets of the Dv
 //!    columns (W16: 8×2, W8/W4: 4×2, decode rows 1×4); per key it loads DC packets of
@@ -402,7 +402,7 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
         for i in 0..NP {
             let mn = if first { mx[i] } else { p.max(m[i], mx[i]) };
             if !first {
-                alpha[i] = math::exp(p, p.mul(p.sub(m[i], mn), sc));
+                alpha[i] = math::exp_flush(p, p.mul(p.sub(m[i], mn), sc));
             }
             negm[i] = p.mul(mn, neg_sc);
             m[i] = mn;
@@ -411,7 +411,7 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
         for srow in sb.chunks_exact_mut(l) {
             for i in 0..NP {
                 let x = ld::<P, M>(p, &srow[i * w..], w);
-                let e = math::exp(p, p.fma(x, sc, negm[i]));
+                let e = math::exp_flush(p, p.fma(x, sc, negm[i]));
                 sum[i] = p.add(sum[i], e);
                 st::<P, M>(p, &mut srow[i * w..], w, e);
             }
@@ -552,7 +552,7 @@ fn short<P: Packet, const M: bool>(
             let mut sum = p.zero();
             let mut jj = 0;
             while jj + w <= nk {
-                let e = math::exp(p, p.fma(ld::<P, M>(p, &srow[jj..], w), sc, negm));
+                let e = math::exp_flush(p, p.fma(ld::<P, M>(p, &srow[jj..], w), sc, negm));
                 sum = p.add(sum, e);
                 st::<P, M>(p, &mut srow[jj..], w, e);
                 jj += w;
@@ -560,7 +560,7 @@ fn short<P: Packet, const M: bool>(
             if jj < nk {
                 let n = nk - jj;
                 let x = p.load_partial(&srow[jj..], n, f32::NEG_INFINITY);
-                let e = math::exp(p, p.fma(x, sc, negm));
+                let e = math::exp_flush(p, p.fma(x, sc, negm));
                 sum = p.add(sum, e);
                 p.store_partial(&mut srow[jj..], n, e);
             }

@@ -1,4 +1,4 @@
-//! Vector math over any [`Packet`]: `exp`, `erf`, `sigmoid`, `silu`, `gelu`, `rsqrt`.
+//! Vector math over any [`Packet`]: `exp` (and the softmax's `exp_flush`), `erf`, `sigmoid`, `silu`, `gelu`, `rsqrt`.
 //!
 //! Every function is generic over the backend, `#[inline(always)]`, and built only from
 //! the [`Packet`] primitives, so the scalar backend of the same width computes
@@ -33,6 +33,7 @@
 //! | function | max measured error | asserted bound | notes |
 //! |---|---|---|---|
 //! | [`exp`] | 1 ulp | 2 ulp | whole domain incl. subnormal results |
+//! | [`exp_flush`] | 1 ulp | 2 ulp | x ≥ −87; exactly 0 below |
 //! | [`erf`] | 3 ulp | 4 ulp | whole domain incl. subnormal `x` |
 //! | [`sigmoid`] | 2 ulp | 3 ulp | whole domain incl. subnormal results |
 //! | [`silu`] | 3 ulp | 4 ulp | whole domain incl. subnormal results |
@@ -181,6 +182,21 @@ pub fn exp<P: Packet>(p: P, x: P::V) -> P::V {
     } else {
         y
     }
+}
+
+/// eˣ for the arguments of a softmax (x − max ≤ 0), with results below e⁻⁸⁷ ≈ 1.6·10⁻³⁸
+/// flushed to +0: within 1 ulp (measured; 2 asserted) for −87 ≤ x ≤ 88, 0 for x < −87
+/// (−inf included), NaN → NaN; x > 88 gives e⁸⁸ (not a softmax argument).
+///
+/// [`exp`] without its rare paths: a clamp, the normal-range product and one select,
+/// about a third fewer instructions per packet. A softmax's output is divided by a sum
+/// ≥ 1, so the flushed values (< 1.6·10⁻³⁸) are far inside the operator's absolute
+/// tolerance; they are the subnormal results `exp` would take its slow path for.
+#[inline(always)]
+pub fn exp_flush<P: Packet>(p: P, x: P::V) -> P::V {
+    // `min`/`max` with the constant first keep a NaN; NaN compares false below.
+    let xc = p.min(p.splat(EXP_NORMAL_HI), p.max(p.splat(EXP_NORMAL_LO), x));
+    p.select(p.lt(x, p.splat(EXP_NORMAL_LO)), p.zero(), exp_normal(p, xc))
 }
 
 /// eˣ for any x with two-step exponent scaling (see [`exp`]).

@@ -92,6 +92,10 @@ fn reference(f: Func, x: f32) -> f64 {
     let x = x as f64;
     match f {
         Func::Exp => x.exp(),
+        // Its contract: flushed to 0 below −87, clamped at 88.
+        Func::ExpFlush if x < -87.0 => 0.0,
+        Func::ExpFlush if x > 88.0 => 88f64.exp(),
+        Func::ExpFlush => x.exp(),
         Func::Erf => erf64(x),
         Func::Sigmoid => sigmoid64(x),
         Func::Silu => {
@@ -160,6 +164,7 @@ fn reference_erf_matches_mpmath() {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Func {
     Exp,
+    ExpFlush,
     Erf,
     Sigmoid,
     Silu,
@@ -198,6 +203,7 @@ impl WithPacket for Apply<'_> {
         let (x, y) = (self.x, self.y);
         match self.f {
             Func::Exp => each!(p, x, y, exp),
+            Func::ExpFlush => each!(p, x, y, exp_flush),
             Func::Erf => each!(p, x, y, erf),
             Func::Sigmoid => each!(p, x, y, sigmoid),
             Func::Silu => each!(p, x, y, silu),
@@ -463,6 +469,23 @@ fn exp_special_values() {
 }
 
 #[test]
+fn exp_flush_within_2_ulp() {
+    check(Func::ExpFlush, 8, -88.0, 89.0, 2);
+}
+
+#[test]
+fn exp_flush_special_values() {
+    use Func::ExpFlush;
+    exactly(ExpFlush, 0.0, 1.0);
+    exactly(ExpFlush, -0.0, 1.0);
+    exactly(ExpFlush, f32::NEG_INFINITY, 0.0);
+    exactly(ExpFlush, f32::NAN, f32::NAN);
+    exactly(ExpFlush, -87.000_01, 0.0);
+    exactly(ExpFlush, -1e30, 0.0);
+    exactly(ExpFlush, 1.0, std::f32::consts::E);
+}
+
+#[test]
 fn erf_within_4_ulp() {
     check(Func::Erf, 8, -4.0, 4.0, 4);
 }
@@ -597,7 +620,14 @@ fn results_do_not_depend_on_neighbouring_lanes() {
         .into_iter()
         .chain(edges())
         .collect();
-    for f in [Func::Exp, Func::Erf, Func::Sigmoid, Func::Silu, Func::Gelu] {
+    for f in [
+        Func::Exp,
+        Func::ExpFlush,
+        Func::Erf,
+        Func::Sigmoid,
+        Func::Silu,
+        Func::Gelu,
+    ] {
         for b in test_backends() {
             let w = b.width();
             let alone: Vec<f32> = probes
