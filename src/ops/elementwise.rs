@@ -79,7 +79,7 @@ impl RowKernel for SwiGlu<'_> {
             p,
             a: &self.g[r * c..(r + 1) * c],
             b: &self.u[r * c..(r + 1) * c],
-            y,
+            y: &mut y[..c],
             stream: sched.streams(),
             f: std::marker::PhantomData::<SwiGluFn>,
         });
@@ -111,7 +111,7 @@ impl RowKernel for GeluResidual<'_> {
             p,
             a: &self.x[r * c..(r + 1) * c],
             b: &self.r[r * c..(r + 1) * c],
-            y,
+            y: &mut y[..c],
             stream: sched.streams(),
             f: std::marker::PhantomData::<GeluResidualFn>,
         });
@@ -192,7 +192,7 @@ impl RowKernel for Rope<'_> {
             x: &self.x[r * c..(r + 1) * c],
             cos: &self.cos[r * half..(r + 1) * half],
             sin: &self.sin[r * half..(r + 1) * half],
-            y,
+            y: &mut y[..c],
             half,
             stream: sched.streams(),
         });

@@ -138,13 +138,15 @@ impl RowKernel for LayerNorm<'_> {
         }
         let var = (mean_sq - delta * delta).max(0.0);
         let rstd = 1.0 / (var + EPS).sqrt();
+        // Every slice of the pass is exactly `c` long, so one bounds check per
+        // packet covers x, w, b and y (and frees the registers of their lengths).
         sched.visit(&mut Affine {
             p,
             x,
             next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
-            w: self.w,
-            b: self.b,
-            y,
+            w: &self.w[..c],
+            b: &self.b[..c],
+            y: &mut y[..c],
             mean: p.splat(mean),
             delta: p.splat(delta),
             rstd: p.splat(rstd),

@@ -150,8 +150,9 @@ impl RmsNorm<'_> {
             next: next
                 .and_then(|n| self.x.get(n * c..(n + 1) * c))
                 .unwrap_or(&[]),
-            w: self.w,
-            y,
+            // Exactly `c` long, like x: one bounds check per packet covers all three.
+            w: &self.w[..c],
+            y: &mut y[..c],
             s: p.splat(s),
         };
         match (next.is_some(), sched.streams()) {

@@ -127,6 +127,8 @@ pub(crate) fn softmax_row<P: Packet, S: SoftmaxSource<P>>(
     y: &mut [f32],
 ) {
     let a = sched.accumulators();
+    // Exactly a row long, like the source's slices: their bounds checks coincide.
+    let y = &mut y[..sched.cols()];
     let mut max = Max {
         p,
         src,

@@ -76,7 +76,8 @@ pub trait Packet: Copy + Send + Sync + 'static {
     #[inline(always)]
     fn stream_fence(self) {}
     /// Hints that `s[i..]` will be read soon: fetches its cache line toward L1 where the
-    /// backend can. Does nothing if `i` is out of bounds; never faults.
+    /// backend can. Never faults: an `i` past the end (e.g. in an empty slice) is only
+    /// a wasted hint.
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
         let _ = (s, i);
