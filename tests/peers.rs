@@ -265,6 +265,7 @@ fn sample_report() -> PeersReport {
             round_ms: 15.0,
             warmup: 3,
             timeout_s: 10.0,
+            freeze: true,
             seed: 1,
             backend: "avx2-w8".into(),
             taskgrain_policy: "default".into(),

@@ -223,6 +223,10 @@ pub(super) struct PeersArgs {
     /// Idle ms after each runtime's calls in a round (lets spinning workers park).
     #[arg(long, default_value_t = 2.0)]
     gap_ms: f64,
+    /// Let the other runtimes' processes run while one is timed (by default they
+    /// are stopped, so that no worker left spinning by one takes a core from another).
+    #[arg(long)]
+    no_freeze: bool,
     /// Only these peers (comma-separated: onnxruntime, jax, torch, candle, rten, numpy).
     #[arg(long, value_name = "LIST")]
     peers: Option<String>,
@@ -269,6 +273,7 @@ fn peers(a: PeersArgs) -> Result<Outcome> {
         ));
     }
     cfg.gap = std::time::Duration::from_secs_f64(a.gap_ms / 1000.0);
+    cfg.freeze = !a.no_freeze;
     cfg.only = a
         .peers
         .as_deref()

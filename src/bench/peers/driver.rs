@@ -1,6 +1,7 @@
 //! The comparison: finds the hosts, then for every thread count and row checks
 //! every peer's answer and times taskgrain and the peers in interleaved rounds.
 
+use super::freeze::Frozen;
 use super::protocol::{Host, HostSpec, PeerError, times_of};
 use super::{Cell, PEER_ORDER, PeerInfo, PeersMeta, PeersReport, PeersRow, PeersTable};
 use crate::bench::report::affinity::CallerPin;
@@ -60,6 +61,8 @@ pub struct PeersConfig {
     /// Idle time after each candidate's calls in a round, so that a runtime's
     /// spinning workers park before the next runtime is timed.
     pub gap: Duration,
+    /// Stop every other host process while a runtime is timed ([`super::freeze`]).
+    pub freeze: bool,
 }
 
 impl PeersConfig {
@@ -81,6 +84,7 @@ impl PeersConfig {
             only: None,
             pin_caller: true,
             gap: Duration::from_millis(2),
+            freeze: true,
             start_timeout: Duration::from_secs(180),
             first_call_timeout: Duration::from_secs(120),
         }
@@ -338,6 +342,11 @@ impl HostSlot {
         }
     }
 
+    /// The pid of the running host, if any.
+    fn pid(&self) -> Option<u32> {
+        self.host.as_ref().map(Host::pid)
+    }
+
     /// The running host, started (again) if needed.
     fn ensure(
         &mut self,
@@ -459,6 +468,7 @@ pub fn run(cfg: &PeersConfig, progress: &mut dyn FnMut(&str)) -> Result<PeersRep
             round_ms: cfg.round_ms,
             warmup: cfg.warmup,
             timeout_s: cfg.timeout.as_secs_f64(),
+            freeze: cfg.freeze,
             seed: cfg.seed,
             backend,
             taskgrain_policy:
@@ -791,6 +801,17 @@ fn run_row(
     for round in 0..cfg.rounds {
         let active: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].active).collect();
         for j in rotation(active.len() + 1, round) {
+            // The candidate's own host (none for taskgrain) runs; the others wait.
+            let keep = if j == 0 {
+                None
+            } else {
+                runs[active[j - 1]].pid
+            };
+            let _frozen = if cfg.freeze {
+                Frozen::all_but(slots.iter().filter_map(HostSlot::pid), keep)
+            } else {
+                Frozen::none()
+            };
             std::thread::sleep(cfg.gap);
             if j == 0 {
                 let _pin = if cfg.pin_caller {

@@ -19,9 +19,11 @@
 //!
 //! - [`protocol`]: the JSON-lines protocol and the child-process handling.
 //! - [`driver`]: discovery of the hosts, the rows, the rounds.
+//! - [`freeze`]: the other runtimes' processes stopped while one is timed.
 //! - [`table`]: Markdown, JSON and CSV.
 
 pub mod driver;
+pub mod freeze;
 pub mod protocol;
 pub mod table;
 
@@ -72,6 +74,8 @@ pub struct PeersMeta {
     pub warmup: usize,
     /// Per-call timeout, s.
     pub timeout_s: f64,
+    /// Whether the other runtimes' processes were stopped while one was timed.
+    pub freeze: bool,
     /// Seed of the generated inputs.
     pub seed: u64,
     /// taskgrain's packet backend.

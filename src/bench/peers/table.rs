@@ -59,7 +59,7 @@ pub fn markdown(r: &PeersReport, lang: Lang) -> String {
              rounds of each round's p50 (µs), taskgrain and the peers interleaved, order rotated \
              each round; {}–{} calls per candidate per round (about {} ms each), {} warm-up calls. \
              The ratio is taskgrain / the fastest valid peer, paired round by round: its median \
-             and min–max. Each peer times its own calls inside its process (no start-up, no IPC). \
+             and min–max. Each peer times its own calls inside its process (no start-up, no IPC){}. \
              taskgrain: {}, backend {}. Suite: {}. Wall time {:.0} s.\n",
             m.dtype,
             m.seed,
@@ -68,6 +68,12 @@ pub fn markdown(r: &PeersReport, lang: Lang) -> String {
             m.reps,
             m.round_ms,
             m.warmup,
+            if m.freeze {
+                "; while one runtime is timed, the other runtimes' processes are stopped \
+                 (SIGSTOP), so no worker left spinning by one takes a core from another"
+            } else {
+                ""
+            },
             m.taskgrain_policy,
             m.backend,
             m.suite,
@@ -78,7 +84,7 @@ pub fn markdown(r: &PeersReport, lang: Lang) -> String {
             "全部为 {}；每行输入只生成一次（seed {}），以字节形式交给每个运行时；所有结果都与同一 f64 \
              参考比对。时间为 {} 轮中各轮 p50 的中位数（µs），taskgrain 与各对手交错执行、每轮轮换顺序；\
              每个候选每轮 {}–{} 次调用（约 {} ms），预热 {} 次。配对比值为 taskgrain / 当轮最快的有效对手，\
-             逐轮计算，给出中位数与最小–最大。各对手在自身进程内计时（不含启动与进程间通信）。\
+             逐轮计算，给出中位数与最小–最大。各对手在自身进程内计时（不含启动与进程间通信）{}。\
              taskgrain：{}，后端 {}。用例集：{}。总耗时 {:.0} 秒。\n",
             m.dtype,
             m.seed,
@@ -87,6 +93,12 @@ pub fn markdown(r: &PeersReport, lang: Lang) -> String {
             m.reps,
             m.round_ms,
             m.warmup,
+            if m.freeze {
+                "；计时某一运行时期间，其他运行时的进程被暂停（SIGSTOP），\
+                 以免某一方残留的自旋线程占用另一方的核"
+            } else {
+                ""
+            },
             m.taskgrain_policy,
             m.backend,
             m.suite,
