@@ -335,9 +335,25 @@ impl CostModel {
         let total = p.segments() as f64 * ((per_seg - 1) as f64 * g_full + g_last);
         let pooled = tasks > 1 && workers > 1;
         let (overhead, compute, used) = if pooled {
-            let avg = total / groups as f64;
-            let d = k as f64 * avg + self.per_task_us;
-            let d_last = (total - ((tasks - 1) * k) as f64 * avg).max(0.0) + self.per_task_us;
+            let (d, d_last) = if p.segments() == 1 {
+                // Only the grid's last group is partial, and it ends the last
+                // task: every other task is `k` full groups. (Averaging the groups
+                // instead predicted 129 rows in blocks of 128 on two workers as
+                // two equal halves.)
+                let rest = groups.saturating_sub((tasks - 1) * k);
+                let last = if rest == 0 {
+                    0.0
+                } else {
+                    (rest - 1) as f64 * g_full + g_last
+                };
+                (k as f64 * g_full, last)
+            } else {
+                // Segments repeat (full…, last): tasks average over them.
+                let avg = total / groups as f64;
+                let d = k as f64 * avg;
+                (d, (total - (tasks - 1) as f64 * d).max(0.0))
+            };
+            let (d, d_last) = (d + self.per_task_us, d_last + self.per_task_us);
             let p_used = workers.min(tasks);
             let t = schedule(tasks, d, d_last, p_used, self.helper_arrival_us);
             let used = if total <= self.helper_arrival_us {
@@ -403,6 +419,26 @@ mod tests {
         assert_eq!(schedule(4, 1.0, 1.0, 2, 0.0), 2.0);
         // A helper that arrives after the work is done does not help.
         assert_eq!(schedule(2, 1.0, 1.0, 2, 5.0), 2.0);
+    }
+
+    #[test]
+    fn a_partial_last_group_is_not_averaged_into_the_others() {
+        let m = CostModel::default();
+        let p = LaunchProfile::for_op(Op::MaskedSoftmax, &Shape::rows(129, 768)).unwrap();
+        let c = |block| LaunchConfig { local: 32, block };
+        // 129 rows as 128 + 1 on two workers: the critical path is 128 rows,
+        // no shorter than 129 rows in blocks of 33 (33, 33, 33, 30).
+        let lopsided = m.breakdown(&p, 8, c(128), Grain::Legacy, 2);
+        let even = m.breakdown(&p, 8, c(33), Grain::Tasks(std::num::NonZeroUsize::MIN), 2);
+        let caller = m.breakdown(&p, 8, c(128), Grain::Caller, 2);
+        assert!(
+            lopsided.compute_us > 1.5 * even.compute_us,
+            "{lopsided:?} vs {even:?}"
+        );
+        assert!(
+            lopsided.compute_us > 0.95 * caller.compute_us,
+            "{lopsided:?} vs {caller:?}"
+        );
     }
 
     #[test]
