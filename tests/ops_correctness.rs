@@ -250,6 +250,42 @@ fn fully_masked_softmax_rows_give_zeros_and_nan_propagates() {
     }
 }
 
+/// The two-pass softmax shifts by the first packet's maximum and falls back to
+/// the row's true maximum when that shift is unusable: a large logit after the
+/// first packet, a masked first packet, +inf; every row must still match the
+/// reference (and a +inf row gives NaN where the reference does).
+#[test]
+fn softmax_falls_back_when_the_first_packet_is_a_poor_shift() {
+    let cols = 41;
+    let shape = Shape::rows(5, cols);
+    let mut inputs = OwnedInputs::generate(Op::MaskedSoftmax, shape, 3).unwrap();
+    {
+        let t = inputs.tensors_mut();
+        // Row 0: a logit 100 above the rest, past the first packet of any width.
+        t[0][..cols].fill(0.5);
+        t[0][37] = 100.5;
+        t[1][..cols].fill(0.0);
+        // Row 1: the first 16 entries masked (a whole first packet at any width).
+        t[1][cols..cols + 16].fill(f32::NEG_INFINITY);
+        // Row 2: +inf late in the row.
+        t[0][2 * cols + 30] = f32::INFINITY;
+        // Row 3: a logit 60 above the first packet: still inside the slack.
+        t[0][3 * cols..4 * cols].fill(-1.0);
+        t[0][3 * cols + 40] = 59.0;
+        t[1][3 * cols..4 * cols].fill(0.0);
+    }
+    for b in test_backends() {
+        for mode in MODES {
+            for local in [b.width(), cols.div_ceil(b.width()) * b.width()] {
+                let out = check(&inputs, b, LaunchConfig { local, block: 2 }, mode);
+                assert!((out[37] - 1.0).abs() < 1e-6, "row 0 is one-hot");
+                assert!(out[cols..cols + 16].iter().all(|&v| v == 0.0));
+                assert!(out[3 * cols + 40] > 0.99);
+            }
+        }
+    }
+}
+
 #[test]
 fn infinities_and_nans_propagate_in_elementwise_ops() {
     let shape = Shape::rows(1, 4);

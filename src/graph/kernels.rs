@@ -188,6 +188,10 @@ impl<P: Packet> SoftmaxSource<P> for Logits<'_> {
     fn load_partial(&self, p: P, y: &[f32], col: usize, lanes: usize) -> P::V {
         p.load_partial(&self.0.unwrap_or(y)[col..], lanes, f32::NEG_INFINITY)
     }
+    #[inline(always)]
+    fn rereadable(&self) -> bool {
+        self.0.is_some()
+    }
 }
 
 /// Loads `lanes` lanes at `s[at..]`: unmasked when the packet is full and the

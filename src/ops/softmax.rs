@@ -1,13 +1,24 @@
 //! masked_softmax: y = softmax(x + mask) along each row.
 //!
-//! Three passes per row: the maximum of `x + mask`, then `e = exp(x + mask − max)`
-//! written to the output while summing (this pass also prefetches the next row's
-//! inputs: measured 1.2× faster at 1024x4096 than prefetching in the last pass, which
-//! was no faster than not prefetching), then the output scaled by `1 / sum`.
-//! The exponential is [`math::exp_flush`]: its arguments are ≤ 0, and it flushes results
-//! below e⁻⁸⁷ (≈ 1.6·10⁻³⁸, far inside the tolerance) to 0 instead of taking `exp`'s
-//! subnormal path. A row whose every entry is −inf gives zeros, never NaN; a NaN in a
-//! row makes the whole row NaN (it reaches the sum), as IEEE arithmetic would.
+//! Softmax is shift-invariant: exp(v − K) / Σ exp(v − K) is the same for any K,
+//! and the usual K = max(v) only keeps the exponentials in range. So a row
+//! normally takes two passes: `e = exp(x + mask − K)` written to the output while
+//! summing, with K the largest logit of the row's first packet (and the row's
+//! true maximum tracked on the side), then the output scaled by `1 / sum`. The
+//! exponentials stay finite while the row's maximum exceeds K by at most
+//! [`SHIFT_SLACK`]; when it exceeds it by more (a rare row, or an infinity), or
+//! the first packet has no finite logit (a masked start, NaN), the exp pass runs
+//! again around the true maximum: the classic three-pass softmax, which a source
+//! that reads its logits from the output row itself always takes.
+//!
+//! The exp pass also prefetches the next row's inputs (measured 1.2× faster at
+//! 1024x4096 than prefetching in the last pass, which was no faster than not
+//! prefetching). The exponential is [`math::exp_flush`]: its arguments are ≤ 0
+//! around the maximum (≤ [`SHIFT_SLACK`] around K), and it flushes results below
+//! e⁻⁸⁷ (≈ 1.6·10⁻³⁸, far inside the tolerance) to 0 instead of taking `exp`'s
+//! subnormal path. A row whose every entry is −inf gives zeros, never NaN; a NaN
+//! in a row makes the whole row NaN (it reaches the sum), as IEEE arithmetic
+//! would.
 
 use super::rows::{RowKernel, fold, fold_max};
 use crate::packet::{Packet, math};
@@ -33,6 +44,13 @@ pub(crate) trait SoftmaxSource<P: Packet>: Copy {
     fn load(&self, p: P, y: &[f32], col: usize) -> P::V;
     /// The logits of a packet of `lanes` live lanes at `col`, −inf beyond.
     fn load_partial(&self, p: P, y: &[f32], col: usize, lanes: usize) -> P::V;
+    /// Whether the logits can be loaded again after `y` has been written: false
+    /// for a source that reads them from `y` itself, which then takes the
+    /// three-pass softmax (its exp pass runs once, around the true maximum).
+    #[inline(always)]
+    fn rereadable(&self) -> bool {
+        true
+    }
     /// Hints the next row's inputs at `col` into cache (during the exp pass).
     #[inline(always)]
     fn prefetch_next(&self, _p: P, _col: usize) {}
@@ -87,23 +105,27 @@ impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for Max<'_, P, S> {
     }
 }
 
-/// `y = exp(logits − max)`, summed.
-struct ExpSum<'r, P: Packet, S> {
+/// `y = exp(logits − shift)`, summed; with `TRACK`, the logits' maximum too.
+struct ExpSum<'r, P: Packet, S, const TRACK: bool> {
     p: P,
     src: S,
     y: &'r mut [f32],
-    max: P::V,
+    shift: P::V,
     acc: [P::V; 8],
+    max: P::V,
 }
 
-impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for ExpSum<'_, P, S> {
+impl<P: Packet, S: SoftmaxSource<P>, const TRACK: bool> PacketVisitor for ExpSum<'_, P, S, TRACK> {
     const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
         let p = self.p;
         self.src.prefetch_next(p, col);
         let v = self.src.load(p, self.y, col);
-        let e = math::exp_flush(p, p.sub(v, self.max));
+        if TRACK {
+            self.max = p.max(self.max, v);
+        }
+        let e = math::exp_flush(p, p.sub(v, self.shift));
         p.store_at(self.y, col, e);
         self.acc[acc] = p.add(self.acc[acc], e);
     }
@@ -111,14 +133,45 @@ impl<P: Packet, S: SoftmaxSource<P>> PacketVisitor for ExpSum<'_, P, S> {
     fn masked(&mut self, col: usize, lanes: usize, acc: usize) {
         let p = self.p;
         let v = self.src.load_partial(p, self.y, col, lanes);
-        let e = math::exp_flush(p, p.sub(v, self.max));
+        if TRACK {
+            self.max = p.max(self.max, v);
+        }
+        let e = math::exp_flush(p, p.sub(v, self.shift));
         p.store_partial(&mut self.y[col..], lanes, e);
         self.acc[acc] = p.add(self.acc[acc], e);
     }
 }
 
-/// Softmax of one row of `src`'s logits into `y`, in three passes (max, exp and
-/// sum, scale). A row whose every entry is −inf gives zeros.
+/// How far the row's maximum may exceed the shift of the two-pass softmax:
+/// e⁶⁴ · 2³² elements stays below f32::MAX, so the sum cannot overflow.
+const SHIFT_SLACK: f32 = 64.0;
+
+/// The exp pass around `shift`: the sum of the exponentials, and the logits'
+/// maximum when `TRACK` (else −inf).
+#[inline(always)]
+fn exp_sum<P: Packet, S: SoftmaxSource<P>, const TRACK: bool>(
+    p: P,
+    sched: &RowSchedule,
+    src: S,
+    y: &mut [f32],
+    shift: f32,
+) -> (f32, f32) {
+    let mut es = ExpSum::<P, S, TRACK> {
+        p,
+        src,
+        y,
+        shift: p.splat(shift),
+        acc: [p.zero(); 8],
+        max: p.splat(f32::NEG_INFINITY),
+    };
+    sched.visit(&mut es);
+    let sum = p.reduce_add(fold(p, &mut es.acc, sched.accumulators()));
+    (sum, p.reduce_max(es.max))
+}
+
+/// Softmax of one row of `src`'s logits into `y`: usually two passes (exp and
+/// sum around the first packet's maximum, then scale), three when that shift is
+/// unusable (see the module doc). A row whose every entry is −inf gives zeros.
 #[inline(always)]
 pub(crate) fn softmax_row<P: Packet, S: SoftmaxSource<P>>(
     p: P,
@@ -126,33 +179,43 @@ pub(crate) fn softmax_row<P: Packet, S: SoftmaxSource<P>>(
     src: S,
     y: &mut [f32],
 ) {
-    let a = sched.accumulators();
+    let c = sched.cols();
     // Exactly a row long, like the source's slices: their bounds checks coincide.
-    let y = &mut y[..sched.cols()];
-    let mut max = Max {
-        p,
-        src,
-        y,
-        acc: [p.splat(f32::NEG_INFINITY); 8],
-    };
-    sched.visit(&mut max);
-    let row_max = p.reduce_max(fold_max(p, &mut max.acc, a));
-    if row_max == f32::NEG_INFINITY {
-        y.fill(0.0);
-        return;
+    let y = &mut y[..c];
+    let head = c.min(P::W);
+    let shift = p.reduce_max(if head == P::W {
+        src.load(p, y, 0)
+    } else {
+        src.load_partial(p, y, 0, head)
+    });
+    let mut sum = f32::NAN;
+    // NaN and −inf fail the comparison: no usable shift.
+    if shift > f32::NEG_INFINITY && src.rereadable() {
+        let (s, row_max) = exp_sum::<P, S, true>(p, sched, src, y, shift);
+        if row_max - shift <= SHIFT_SLACK {
+            sum = s;
+        }
     }
-    let mut es = ExpSum {
-        p,
-        src,
-        y,
-        max: p.splat(row_max),
-        acc: [p.zero(); 8],
-    };
-    sched.visit(&mut es);
-    let sum = p.reduce_add(fold(p, &mut es.acc, a));
+    if sum.is_nan() {
+        // A NaN sum from the first try also lands here; the classic pass gives
+        // the same NaNs.
+        let mut max = Max {
+            p,
+            src,
+            y,
+            acc: [p.splat(f32::NEG_INFINITY); 8],
+        };
+        sched.visit(&mut max);
+        let row_max = p.reduce_max(fold_max(p, &mut max.acc, sched.accumulators()));
+        if row_max == f32::NEG_INFINITY {
+            y.fill(0.0);
+            return;
+        }
+        sum = exp_sum::<P, S, false>(p, sched, src, y, row_max).0;
+    }
     sched.visit(&mut ScaleInPlace {
         p,
-        y: es.y,
+        y,
         s: p.splat(1.0 / sum),
         stream: sched.streams(),
     });
