@@ -90,8 +90,13 @@ impl RowKernel for SwiGlu<'_> {
 /// −inf · 0 = NaN, where [`math::gelu`] returns its limit 0.
 #[inline(always)]
 pub(crate) fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
-    let minus_inf = p.eq(x, p.splat(f32::NEG_INFINITY));
-    p.select(minus_inf, p.splat(f32::NAN), math::gelu(p, x))
+    nan_at_minus_inf(p, x, math::gelu(p, x))
+}
+
+/// `g` (a gelu of `x`) with NaN where x = −inf, as IEEE arithmetic gives.
+#[inline(always)]
+fn nan_at_minus_inf<P: Packet>(p: P, x: P::V, g: P::V) -> P::V {
+    p.select(p.eq(x, p.splat(f32::NEG_INFINITY)), p.splat(f32::NAN), g)
 }
 
 /// gelu_residual: y = 0.5 · x · (1 + erf(x/√2)) + r.
@@ -103,18 +108,82 @@ pub struct GeluResidual<'a> {
     pub r: &'a [f32],
 }
 
+/// Packets whose gelu tail may wait before the deferred ones are completed.
+const DEFERRED: usize = 32;
+
+/// gelu_residual's row pass with the gelu tail deferred. A full packet stores
+/// [`math::gelu_core`] + r and, when a lane is in the tail (|x| ≥ 2.12: a
+/// quarter of the W8 packets of N(0,1) data, at random), notes the packet
+/// (column, core value, tail mask) without a branch; the noted packets are
+/// completed with [`math::gelu_tail`], [`DEFERRED`] at a time and at the row's
+/// end. Branching per packet instead mispredicted on most of those packets:
+/// 7.0 ns per packet against 4.6 ns without a tail lane
+/// (`examples/math_throughput.rs`). Every lane's value is exactly that of
+/// `GeluResidualFn`. Never streams: a completed packet is stored twice.
+struct GeluRows<'r, P: Packet> {
+    p: P,
+    x: &'r [f32],
+    r: &'r [f32],
+    y: &'r mut [f32],
+    deferred: [(usize, P::V, P::M); DEFERRED],
+    n: usize,
+}
+
+impl<P: Packet> GeluRows<'_, P> {
+    /// Completes the deferred packets.
+    #[inline(always)]
+    fn complete(&mut self) {
+        let p = self.p;
+        for &(col, core, tail) in &self.deferred[..self.n] {
+            let x = p.load_at(self.x, col);
+            let g = nan_at_minus_inf(p, x, math::gelu_tail(p, x, core, tail));
+            p.store_at(self.y, col, p.add(g, p.load_at(self.r, col)));
+        }
+        self.n = 0;
+    }
+}
+
+impl<P: Packet> PacketVisitor for GeluRows<'_, P> {
+    const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
+    #[inline(always)]
+    fn full(&mut self, col: usize, _acc: usize) {
+        let p = self.p;
+        let (core, tail) = math::gelu_core(p, p.load_at(self.x, col));
+        p.store_at(self.y, col, p.add(core, p.load_at(self.r, col)));
+        self.deferred[self.n] = (col, core, tail);
+        self.n += usize::from(p.any(tail));
+        if self.n == DEFERRED {
+            self.complete();
+        }
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
+        let p = self.p;
+        let x = p.load_partial(&self.x[col..], lanes, 0.0);
+        let r = p.load_partial(&self.r[col..], lanes, 0.0);
+        p.store_partial(&mut self.y[col..], lanes, GeluResidualFn::apply(p, x, r));
+    }
+}
+
 impl RowKernel for GeluResidual<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
         let c = sched.cols();
-        sched.visit(&mut Binary {
+        debug_assert!(
+            !sched.streams(),
+            "gelu_residual stores completed packets twice"
+        );
+        let mut rows = GeluRows {
             p,
-            a: &self.x[r * c..(r + 1) * c],
-            b: &self.r[r * c..(r + 1) * c],
+            x: &self.x[r * c..(r + 1) * c],
+            r: &self.r[r * c..(r + 1) * c],
             y: &mut y[..c],
-            stream: sched.streams(),
-            f: std::marker::PhantomData::<GeluResidualFn>,
-        });
+            deferred: [(0, p.zero(), p.lt(p.zero(), p.zero())); DEFERRED],
+            n: 0,
+        };
+        sched.visit(&mut rows);
+        rows.complete();
     }
 }
 

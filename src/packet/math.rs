@@ -359,31 +359,56 @@ const GELU_FAR: f32 = -12.9;
 /// for u ≤ −1.5, 1 + erf = erfc(|u|) = exp(S(|u|) − x²/2) with x·(x/2) fused into the
 /// exponent, so the tail keeps relative accuracy (no cancellation in 1 + erf).
 /// gelu(−inf) = −0, gelu(+inf) = +inf, NaN → NaN.
+///
+/// Most packets of N(0,1)-like data have no lane in the tail, and skip its
+/// exponential: this is [`gelu_core`], then [`gelu_tail`] when a lane needs it.
 #[inline(always)]
 pub fn gelu<P: Packet>(p: P, x: P::V) -> P::V {
+    let (y, tail) = gelu_core(p, x);
+    if p.any(tail) {
+        gelu_tail(p, x, y, tail)
+    } else {
+        y
+    }
+}
+
+/// The part of [`gelu`] every packet runs: its value on the lanes with
+/// |x/√2| < 1.5 (and NaN), and the mask of the other lanes, the tail, which
+/// [`gelu_tail`] completes. A caller that meets many packets may defer the tail
+/// of the few that have one and complete them later (see gelu_residual): the
+/// lanes' values are the same either way.
+#[inline(always)]
+pub fn gelu_core<P: Packet>(p: P, x: P::V) -> (P::V, P::M) {
     let u = p.mul(x, p.splat(FRAC_1_SQRT_2));
     let small = p.fma(
         u,
         p.splat(TWO_OVER_SQRT_PI_HI),
         p.mul(u, erf_small_rest(p, u)),
     );
-    let a = p.abs(u);
-    let big = p.le(p.splat(ERF_SMALL), a);
-    // NaN lanes are not `big`: 1 + small is NaN and so is the product below.
-    let xh = p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5));
-    // Most packets of N(0,1)-like data have no lane in the tail: skip its exp then.
-    // The lanes' values are the same either way, so results do not depend on it.
+    // NaN lanes are not in the tail: 1 + small is NaN and so is the product below.
+    let tail = p.le(p.splat(ERF_SMALL), p.abs(u));
     // (Not fma(xh, small, xh): at x = −0 that is +0.)
-    let y_small = p.mul(xh, p.add(p.splat(1.0), small));
-    if !p.any(big) {
-        return y_small;
-    }
+    (p.mul(gelu_half_x(p, x), p.add(p.splat(1.0), small)), tail)
+}
+
+/// x/2 with x clamped to [`GELU_LO`], the factor of both parts of gelu.
+#[inline(always)]
+fn gelu_half_x<P: Packet>(p: P, x: P::V) -> P::V {
+    p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5))
+}
+
+/// [`gelu`] from [`gelu_core`]'s `(y, tail)`: the tail lanes computed, the others
+/// kept.
+#[inline(always)]
+pub fn gelu_tail<P: Packet>(p: P, x: P::V, y: P::V, tail: P::M) -> P::V {
+    let u = p.mul(x, p.splat(FRAC_1_SQRT_2));
+    let xh = gelu_half_x(p, x);
     let half_x = p.mul(x, p.splat(0.5));
-    let z = p.fnma(x, half_x, erfc_s(p, a));
+    let z = p.fnma(x, half_x, erfc_s(p, p.abs(u)));
     // For x > 12.9 the clamp only changes how tiny the (ignored) erfc is.
     let erfc = exp_normal(p, p.max(p.splat(EXP_NORMAL_LO), z));
     let one_plus_erf = p.select(p.lt(u, p.zero()), erfc, p.sub(p.splat(2.0), erfc));
-    let y = p.select(big, p.mul(xh, one_plus_erf), y_small);
+    let y = p.select(tail, p.mul(xh, one_plus_erf), y);
     let far = p.lt(x, p.splat(GELU_FAR));
     if p.any(far) {
         // (x/2)·q·2ⁿ with the power of two last: subnormal results are rounded once,
