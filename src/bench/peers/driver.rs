@@ -665,6 +665,18 @@ fn run_row(
     slots: &mut [HostSlot],
     columns: &[Column],
 ) -> Result<PeersRow> {
+    // The caller is pinned whenever taskgrain runs, not only while it is timed:
+    // `auto` refines its plan during the row's first calls, and a caller left
+    // on the CPU of the pool's (pinned) helper made every pooled candidate look
+    // no faster than the caller (129x768 rows then ran on one core at 2
+    // threads). Never while a host may start: a child inherits the mask.
+    let pin = || {
+        if cfg.pin_caller {
+            CallerPin::first_allowed()
+        } else {
+            CallerPin::none()
+        }
+    };
     let inputs = OwnedInputs::generate(op, *shape, cfg.seed)?;
     let reference = ops::reference(inputs.view(), shape);
     let tol = ops::tolerance(op);
@@ -678,6 +690,7 @@ fn run_row(
     let mut notes = Vec::new();
 
     // taskgrain: a checked call into a NaN-poisoned buffer, then an estimate.
+    let pinned = pin();
     let opts = RunOptions::default();
     let mut out = vec![f32::NAN; len];
     rt.run(inputs.view(), shape, &mut out, &opts)?;
@@ -703,6 +716,7 @@ fn run_row(
         (want as usize).clamp(cfg.min_reps, cfg.reps)
     };
     let tg_reps = reps_for(est);
+    drop(pinned);
 
     // Peers: load, check, estimate.
     let mut runs: Vec<PeerRun> = Vec::new();
@@ -791,9 +805,11 @@ fn run_row(
             Err(e) => fail(pr, &e),
         }
     }
+    let pinned = pin();
     for _ in 0..cfg.warmup {
         rt.run(inputs.view(), shape, &mut out, &opts)?;
     }
+    drop(pinned);
 
     // Rounds: taskgrain is candidate 0, the active peers follow; the order
     // rotates every round.
@@ -814,11 +830,7 @@ fn run_row(
             };
             std::thread::sleep(cfg.gap);
             if j == 0 {
-                let _pin = if cfg.pin_caller {
-                    CallerPin::first_allowed()
-                } else {
-                    CallerPin::none()
-                };
+                let _pin = pin();
                 let mut err = None;
                 let t = time_calls(0, tg_reps, || {
                     if let Err(e) = rt.run(inputs.view(), shape, &mut out, &opts) {
