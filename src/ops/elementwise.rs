@@ -27,6 +27,7 @@ struct Binary<'r, P: Packet, F: BinaryFn> {
 impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     const W: usize = P::W;
     const OVERLAPPING_TAIL: bool = true;
+    const ONE_PER_ITERATION: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -146,6 +147,7 @@ impl<P: Packet> GeluRows<'_, P> {
 impl<P: Packet> PacketVisitor for GeluRows<'_, P> {
     const W: usize = P::W;
     const OVERLAPPING_TAIL: bool = true;
+    const ONE_PER_ITERATION: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
