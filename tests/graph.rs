@@ -146,6 +146,57 @@ fn elementwise_chains_are_bitwise_equal_fused_and_unfused() {
     }
 }
 
+/// gelu_residual gathers the lanes in gelu's tail of many packets into whole
+/// packets: with x spread wide (most lanes in the tail, more noted packets per
+/// row than one batch holds) and extreme values, the fused kernel must still give
+/// the unfused chain's bits and pass the reference.
+#[test]
+fn gelu_residual_tail_lanes_gathered_keep_their_bits() {
+    let shape = Shape::rows(3, 1001);
+    let mut inputs = OwnedInputs::generate(Op::GeluResidual, shape, 5).unwrap();
+    {
+        let x = &mut inputs.tensors_mut()[0];
+        for v in x.iter_mut() {
+            *v *= 6.0;
+        }
+        let specials = [
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NAN,
+            -30.0,
+            -13.0,
+            2.2,
+            -2.2,
+        ];
+        for (i, v) in specials.into_iter().enumerate() {
+            x[1001 + 97 * i] = v;
+        }
+    }
+    let reference = ops::reference(inputs.view(), &shape);
+    for b in Backend::all_native() {
+        let w = b.width();
+        for mode in [PacketMode::FullPacket, PacketMode::AllMasked] {
+            let rt = runtime(1, w, mode);
+            for local in [w, 1008] {
+                let c = LaunchConfig { local, block: 2 };
+                assert_eq!(
+                    run_planned(&rt, &inputs, true, c, Grain::Caller),
+                    run_planned(&rt, &inputs, false, c, Grain::Caller),
+                    "{} {mode:?} local {local}",
+                    b.name()
+                );
+                let mut out = vec![f32::NAN; ops::output_len(&shape)];
+                let graph = rt.graph(Op::GeluResidual, &shape, true).unwrap();
+                let (t, n) = inputs.view().tensors();
+                rt.run_planned(&graph, &t[..n], &mut out, &[(c, Grain::Caller)])
+                    .unwrap();
+                let r = ops::compare(&out, &reference, ops::tolerance(Op::GeluResidual));
+                assert!(r.ok, "{} {mode:?} local {local}: {r:?}", b.name());
+            }
+        }
+    }
+}
+
 #[test]
 fn unfused_outputs_do_not_depend_on_grain_or_workers() {
     let w = Backend::best(8).width();

@@ -167,6 +167,8 @@ pub trait Packet: Copy + Send + Sync + 'static {
     fn or_mask(self, m: Self::M, n: Self::M) -> Self::M;
     /// `true` if any lane of `m` is set (lets a kernel skip a rare slow path).
     fn any(self, m: Self::M) -> bool;
+    /// The lanes of `m` as bits: bit `i` is set when lane `i` is.
+    fn lane_bits(self, m: Self::M) -> u32;
     /// Per lane `if m { a } else { b }`.
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
 

@@ -172,6 +172,12 @@ impl<const W: usize> Packet for Scalar<W> {
         m.iter().any(|&b| b)
     }
     #[inline(always)]
+    fn lane_bits(self, m: Self::M) -> u32 {
+        m.iter()
+            .enumerate()
+            .fold(0, |bits, (i, &b)| bits | (u32::from(b) << i))
+    }
+    #[inline(always)]
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V {
         std::array::from_fn(|i| if m[i] { a[i] } else { b[i] })
     }

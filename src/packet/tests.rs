@@ -560,3 +560,39 @@ fn prefetch_is_a_no_op_anywhere() {
     }
     assert!(v.iter().all(|&x| x == 1.0));
 }
+
+/// `lane_bits` of `a < 0` for the first packet of `a`.
+struct NegativeLanes<'a>(&'a [f32]);
+
+impl WithPacket for NegativeLanes<'_> {
+    type Output = u32;
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) -> u32 {
+        p.lane_bits(p.lt(p.load(self.0), p.zero()))
+    }
+}
+
+#[test]
+fn lane_bits_number_the_lanes_from_bit_zero() {
+    for b in test_backends() {
+        let w = b.width();
+        for pattern in [
+            0u32,
+            1,
+            0b1010,
+            1 << (w - 1),
+            (1u32 << w) - 1,
+            0x8421 & ((1 << w) - 1),
+        ] {
+            let a: Vec<f32> = (0..w)
+                .map(|i| if pattern >> i & 1 == 1 { -1.0 } else { 1.0 })
+                .collect();
+            assert_eq!(
+                dispatch(b, NegativeLanes(&a)),
+                pattern,
+                "{} pattern {pattern:#b}",
+                b.name()
+            );
+        }
+    }
+}

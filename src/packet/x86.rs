@@ -271,6 +271,10 @@ impl Packet for Sse41 {
         feature_ops!(_mm_movemask_ps(m) != 0)
     }
     #[inline(always)]
+    fn lane_bits(self, m: __m128) -> u32 {
+        feature_ops!(_mm_movemask_ps(m) as u32)
+    }
+    #[inline(always)]
     fn select(self, m: __m128, a: __m128, b: __m128) -> __m128 {
         feature_ops!(_mm_blendv_ps(b, a, m))
     }
@@ -488,6 +492,10 @@ impl Packet for Avx2 {
     #[inline(always)]
     fn any(self, m: __m256) -> bool {
         feature_ops!(_mm256_movemask_ps(m) != 0)
+    }
+    #[inline(always)]
+    fn lane_bits(self, m: __m256) -> u32 {
+        feature_ops!(_mm256_movemask_ps(m) as u32)
     }
     #[inline(always)]
     fn select(self, m: __m256, a: __m256, b: __m256) -> __m256 {
@@ -709,6 +717,10 @@ impl Packet for Avx512 {
     #[inline(always)]
     fn any(self, m: __mmask16) -> bool {
         m != 0
+    }
+    #[inline(always)]
+    fn lane_bits(self, m: __mmask16) -> u32 {
+        u32::from(m)
     }
     #[inline(always)]
     fn select(self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
