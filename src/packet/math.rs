@@ -1,4 +1,5 @@
-//! Vector math over any [`Packet`]: `exp` (and the softmax's `exp_flush`), `erf`, `sigmoid`, `silu`, `gelu`, `rsqrt`.
+//! Vector math over any [`Packet`]: `exp` (and the softmax's `exp_flush`), `erf`,
+//! `sigmoid`, `silu`, `gelu` (also in two parts, `gelu_core` and `gelu_tail`), `rsqrt`.
 //!
 //! Every function is generic over the backend, `#[inline(always)]`, and built only from
 //! the [`Packet`] primitives, so the scalar backend of the same width computes

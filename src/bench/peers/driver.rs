@@ -821,7 +821,7 @@ fn run_row(
             let keep = if j == 0 {
                 None
             } else {
-                runs[active[j - 1]].pid
+                slots[columns[runs[active[j - 1]].col].host].pid()
             };
             let _frozen = if cfg.freeze {
                 Frozen::all_but(slots.iter().filter_map(HostSlot::pid), keep)
