@@ -212,9 +212,8 @@ impl Runtime {
     ///
     /// The untimed launch wakes helpers that parked while the previous candidate
     /// ran (a caller-only one leaves them idle) and warms the caches: without it a
-    /// one-call measurement of a pool grain includes the wake-up, and refinement
-    /// of masked_softmax 129x768 on 2 workers chose the caller at 65 µs over the
-    /// pool at 34 µs.
+    /// one-call measurement of a pool grain (refinement measures launches of tens
+    /// of µs one or two calls at a time) includes the helpers' wake-up.
     fn time_launches(
         &self,
         tiling: &Tiling,
