@@ -91,13 +91,8 @@ impl RowKernel for SwiGlu<'_> {
 /// −inf · 0 = NaN, where [`math::gelu`] returns its limit 0.
 #[inline(always)]
 pub(crate) fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
-    nan_at_minus_inf(p, x, math::gelu(p, x))
-}
-
-/// `g` (a gelu of `x`) with NaN where x = −inf, as IEEE arithmetic gives.
-#[inline(always)]
-fn nan_at_minus_inf<P: Packet>(p: P, x: P::V, g: P::V) -> P::V {
-    p.select(p.eq(x, p.splat(f32::NEG_INFINITY)), p.splat(f32::NAN), g)
+    let minus_inf = p.eq(x, p.splat(f32::NEG_INFINITY));
+    p.select(minus_inf, p.splat(f32::NAN), math::gelu(p, x))
 }
 
 /// gelu_residual: y = 0.5 · x · (1 + erf(x/√2)) + r.
