@@ -18,7 +18,7 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::graph::{self, Graph, exec::Executor, exec::NodeLaunch};
+use crate::graph::{self, Graph, TensorId, exec::Arena, exec::Executor, exec::NodeLaunch};
 use crate::ops::{self, LaunchConfig, Op, OpInputs, Prepared, Shape};
 use crate::packet::Backend;
 use crate::plan::calibrate::{self, ModelSource};
@@ -89,6 +89,13 @@ impl Default for RunOptions {
 /// its profile and a way to time it alone (for refinement or search).
 pub type Choose<'a> =
     dyn FnMut(usize, &LaunchProfile, &mut Measure<'_>) -> Result<(LaunchConfig, Grain)> + 'a;
+
+/// Where a graph's launches get their geometry and grain: fixed in advance
+/// (one plan per launch, checked by the caller), or chosen launch by launch.
+enum Planning<'p, 'c> {
+    Fixed(&'p [(LaunchConfig, Grain)]),
+    Chosen(&'p mut Choose<'c>),
+}
 
 /// How one prepared launch of a graph is run (plainly, or traced).
 type LaunchFn<'a> = dyn FnMut(&NodeLaunch<'_>, Grain, &mut [f32]) -> Result<LaunchStats> + 'a;
@@ -301,10 +308,16 @@ impl Runtime {
         out: &mut [f32],
         choose: &mut Choose<'_>,
     ) -> Result<LaunchStats> {
-        self.exec_graph(graph, inputs, out, choose, &mut |l, g, dst| {
-            self.pool
-                .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
-        })
+        self.exec_graph(
+            graph,
+            inputs,
+            out,
+            &mut Planning::Chosen(choose),
+            &mut |l, g, dst| {
+                self.pool
+                    .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
+            },
+        )
     }
 
     /// [`Runtime::run_planned`], with the last launch recorded as a timeline
@@ -323,7 +336,7 @@ impl Runtime {
             graph,
             inputs,
             out,
-            &mut |i, _, _| Ok(plans[i]),
+            &mut Planning::Fixed(plans),
             &mut |l, g, dst| {
                 if l.index() != last {
                     return self
@@ -351,48 +364,63 @@ impl Runtime {
         graph: &Graph,
         inputs: &[&[f32]],
         out: &mut [f32],
-        choose: &mut Choose<'_>,
+        planning: &mut Planning<'_, '_>,
         launch: &mut LaunchFn<'_>,
     ) -> Result<LaunchStats> {
         check_bindings(graph, inputs, out)?;
+        if graph.launches() == 1 {
+            // One launch writing the output (what fusion makes of every
+            // operator): no intermediates, so no arena from the executor.
+            let no_intermediates = Arena::default();
+            let tensor = |t| no_intermediates.tensor(graph, inputs, t);
+            return self.exec_node(graph, 0, &tensor, out, planning, launch);
+        }
         let mut arena = self.executor.take();
         arena.fit(graph);
-        let mut stats = LaunchStats::default();
-        for (i, node) in graph.nodes().iter().enumerate() {
-            let profile = graph::exec::node_profile(graph, i)?;
-            let is_out = node.output == graph.output();
-            let mut own = if is_out {
-                Vec::new()
-            } else {
-                arena.take(node.output)
-            };
-            let dst: &mut [f32] = if is_out { &mut *out } else { &mut own };
-            let result = {
-                let tensor = |t| arena.tensor(graph, inputs, t);
-                let prepare =
-                    |c| NodeLaunch::prepare(graph, i, &tensor, self.backend, c, self.mode);
-                let plan = {
-                    let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
-                        let l = prepare(c)?;
-                        self.time_launches(l.tiling(), g, dst, n, &|k, o| l.run_group(k, o))
-                    };
-                    choose(i, &profile, &mut measure)
-                };
-                plan.and_then(|(c, g)| launch(&prepare(c)?, g, dst))
-            };
-            if !is_out {
-                arena.put(node.output, own);
-            }
-            match result {
-                Ok(s) => stats.merge(s),
-                Err(e) => {
-                    self.executor.give(arena);
-                    return Err(e);
+        let result = (|| {
+            let mut stats = LaunchStats::default();
+            for (i, node) in graph.nodes().iter().enumerate() {
+                if node.output == graph.output() {
+                    let tensor = |t| arena.tensor(graph, inputs, t);
+                    stats.merge(self.exec_node(graph, i, &tensor, out, planning, launch)?);
+                } else {
+                    let mut own = arena.take(node.output);
+                    let tensor = |t| arena.tensor(graph, inputs, t);
+                    let result = self.exec_node(graph, i, &tensor, &mut own, planning, launch);
+                    arena.put(node.output, own);
+                    stats.merge(result?);
                 }
             }
-        }
+            Ok(stats)
+        })();
         self.executor.give(arena);
-        Ok(stats)
+        result
+    }
+
+    /// Plans (with `planning`) and runs launch `i` of `graph` into `dst`, reading
+    /// the tensors it needs through `tensor`.
+    fn exec_node<'t>(
+        &self,
+        graph: &'t Graph,
+        i: usize,
+        tensor: &dyn Fn(TensorId) -> &'t [f32],
+        dst: &mut [f32],
+        planning: &mut Planning<'_, '_>,
+        launch: &mut LaunchFn<'_>,
+    ) -> Result<LaunchStats> {
+        let prepare = |c| NodeLaunch::prepare(graph, i, tensor, self.backend, c, self.mode);
+        let (config, grain) = match planning {
+            Planning::Fixed(plans) => plans[i],
+            Planning::Chosen(choose) => {
+                let profile = graph::exec::node_profile(graph, i)?;
+                let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
+                    let l = prepare(c)?;
+                    self.time_launches(l.tiling(), g, dst, n, &|k, o| l.run_group(k, o))
+                };
+                choose(i, &profile, &mut measure)?
+            }
+        };
+        launch(&prepare(config)?, grain, dst)
     }
 
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
@@ -405,7 +433,16 @@ impl Runtime {
         plans: &[(LaunchConfig, Grain)],
     ) -> Result<LaunchStats> {
         check_plans(graph, plans)?;
-        self.run_graph(graph, inputs, out, &mut |i, _, _| Ok(plans[i]))
+        self.exec_graph(
+            graph,
+            inputs,
+            out,
+            &mut Planning::Fixed(plans),
+            &mut |l, g, dst| {
+                self.pool
+                    .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
+            },
+        )
     }
 
     /// The kernel variant each launch of `graph` runs with `plans`, joined by ` → `.

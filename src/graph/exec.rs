@@ -198,7 +198,7 @@ impl<'a> NodeLaunch<'a> {
         let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
         let op = |op: Op, shape: Shape, list: &[&'a [f32]]| -> Result<Prepared<'a>> {
             let inputs = OpInputs::new(op, &shape, list)?;
-            let launch = ops::prepare(inputs, &shape, backend, config, mode)?;
+            let launch = ops::prepare_checked(inputs, &shape, backend, config, mode)?;
             let streams = launch.streams() && stream;
             Ok(launch.with_stream(streams))
         };

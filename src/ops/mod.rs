@@ -108,8 +108,20 @@ pub fn prepare<'a>(
     config: LaunchConfig,
     mode: PacketMode,
 ) -> Result<Prepared<'a>> {
+    shape.validate(inputs.op())?;
+    prepare_checked(inputs, shape, backend, config, mode)
+}
+
+/// [`prepare`] for inputs that [`OpInputs::new`] has just checked against
+/// `shape` (which validated the shape): the per-call path of a graph launch.
+pub(crate) fn prepare_checked<'a>(
+    inputs: OpInputs<'a>,
+    shape: &Shape,
+    backend: Backend,
+    config: LaunchConfig,
+    mode: PacketMode,
+) -> Result<Prepared<'a>> {
     let op = inputs.op();
-    shape.validate(op)?;
     if config.local == 0 {
         return Err(Error::BadGeometry("local must be at least 1".into()));
     }
