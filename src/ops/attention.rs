@@ -118,7 +118,8 @@ struct Ctx<'a> {
 }
 
 /// Scores of `KT` keys against the tile's rows (rows as lanes, `NP` packets):
-/// `s[t·L + lane] = Σ_d qt[d·L + lane] · keys[t·dk + d]` with `L = NP·W`.
+/// `s[t·L + lane] = Σ_d qt[d·L + lane] · keys[t·dk + d]` with `L = NP·W`; `mx`
+/// (per lane) becomes the maximum of itself and these scores.
 #[inline(always)]
 fn qk<P: Packet, const NP: usize, const KT: usize, const DK: usize, const M: bool>(
     p: P,
@@ -126,6 +127,7 @@ fn qk<P: Packet, const NP: usize, const KT: usize, const DK: usize, const M: boo
     keys: &[f32],
     dk: usize,
     s: &mut [f32],
+    mx: &mut [P::V; NP],
 ) {
     // A compile-time `DK` turns the KT key-row addresses into constant displacements
     // of one pointer (a run-time one costs a serial chain of address adds).
@@ -151,6 +153,7 @@ fn qk<P: Packet, const NP: usize, const KT: usize, const DK: usize, const M: boo
     for (t, st_row) in s.chunks_exact_mut(l).enumerate() {
         for i in 0..NP {
             st::<P, M>(p, &mut st_row[i * w..], w, acc[t][i]);
+            mx[i] = p.max(mx[i], acc[t][i]);
         }
     }
 }
@@ -347,10 +350,14 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
     let (qt, rest) = scratch.split_at_mut(dk * l);
     let s = &mut rest[..KEY_BLOCK * l];
 
-    // Pack qᵀ[d][lane], zero lanes past the tile's rows.
-    for (d, qd) in qt.chunks_exact_mut(l).enumerate() {
-        for (lane, x) in qd.iter_mut().enumerate() {
-            *x = if lane < rows { q[lane * dk + d] } else { 0.0 };
+    // Pack qᵀ[d][lane]: query row `lane` becomes lane `lane` of every `d`, read
+    // contiguously; lanes past the tile's rows are zero.
+    if rows < l {
+        qt.fill(0.0);
+    }
+    for (lane, qrow) in q.chunks_exact(dk).take(rows.min(l)).enumerate() {
+        for (qd, &x) in qt.chunks_exact_mut(l).zip(qrow) {
+            qd[lane] = x;
         }
     }
 
@@ -365,38 +372,33 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
         let last = kb0 + nk == skv;
         let bkeys = &keys[kb0 * dk..(kb0 + nk) * dk];
 
-        // Scores.
+        // Scores, and their maximum per row.
+        let mut mx = [p.splat(f32::NEG_INFINITY); NP];
         let mut j = 0;
         while j + KT <= nk {
             let (kt, sj) = (&bkeys[j * dk..], &mut s[j * l..]);
             match dk {
-                16 => qk::<P, NP, KT, 16, M>(p, qt, kt, dk, sj),
-                32 => qk::<P, NP, KT, 32, M>(p, qt, kt, dk, sj),
-                64 => qk::<P, NP, KT, 64, M>(p, qt, kt, dk, sj),
-                128 => qk::<P, NP, KT, 128, M>(p, qt, kt, dk, sj),
-                _ => qk::<P, NP, KT, 0, M>(p, qt, kt, dk, sj),
+                16 => qk::<P, NP, KT, 16, M>(p, qt, kt, dk, sj, &mut mx),
+                32 => qk::<P, NP, KT, 32, M>(p, qt, kt, dk, sj, &mut mx),
+                64 => qk::<P, NP, KT, 64, M>(p, qt, kt, dk, sj, &mut mx),
+                128 => qk::<P, NP, KT, 128, M>(p, qt, kt, dk, sj, &mut mx),
+                _ => qk::<P, NP, KT, 0, M>(p, qt, kt, dk, sj, &mut mx),
             }
             j += KT;
         }
         if KT > 4 {
             while j + 4 <= nk {
-                qk::<P, NP, 4, 0, M>(p, qt, &bkeys[j * dk..], dk, &mut s[j * l..]);
+                qk::<P, NP, 4, 0, M>(p, qt, &bkeys[j * dk..], dk, &mut s[j * l..], &mut mx);
                 j += 4;
             }
         }
         while j < nk {
-            qk::<P, NP, 1, 0, M>(p, qt, &bkeys[j * dk..], dk, &mut s[j * l..]);
+            qk::<P, NP, 1, 0, M>(p, qt, &bkeys[j * dk..], dk, &mut s[j * l..], &mut mx);
             j += 1;
         }
 
         // Online softmax, rows as lanes.
         let sb = &mut s[..nk * l];
-        let mut mx = [p.splat(f32::NEG_INFINITY); NP];
-        for srow in sb.chunks_exact(l) {
-            for i in 0..NP {
-                mx[i] = p.max(mx[i], ld::<P, M>(p, &srow[i * w..], w));
-            }
-        }
         let mut alpha = [p.zero(); NP];
         let mut negm = [p.zero(); NP];
         for i in 0..NP {
