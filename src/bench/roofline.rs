@@ -34,7 +34,12 @@ pub struct RooflineRow {
     /// Achieved GFLOP/s (attention).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gflops: Option<f64>,
-    /// `gflops / peak_gflops` (attention).
+    /// Throughput of the FMA loop, timed in rounds alternating with this
+    /// operator's (attention), GFLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gflops: Option<f64>,
+    /// Median over the paired rounds of this operator's GFLOP/s over the FMA
+    /// loop's (attention).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fraction_of_peak: Option<f64>,
 }
@@ -59,9 +64,11 @@ pub struct Roofline {
     pub width: usize,
     /// Backend name.
     pub backend: String,
-    /// Bandwidth of a plain copy of as many bytes as the row operators move, GB/s.
+    /// Bandwidth of a plain copy of as many bytes as the row operators move,
+    /// measured once before the operators, GB/s (each row carries its paired one).
     pub copy_gbps: f64,
-    /// FMA throughput of one core at this width, GFLOP/s.
+    /// FMA throughput of one core at this width, measured once before the
+    /// operators, GFLOP/s (attention's row carries its paired one).
     pub peak_gflops: f64,
     /// One row per operator.
     pub rows: Vec<RooflineRow>,
@@ -102,10 +109,10 @@ impl WithPacket for FmaLoop {
     }
 }
 
-/// GFLOP/s of a register-resident FMA loop on the calling thread.
-pub fn peak_gflops(backend: Backend) -> f64 {
-    let iters = 200_000;
-    let times = time_calls(2, 9, || {
+/// GFLOP/s of a register-resident FMA loop on the calling thread: the median of
+/// `calls` timed loops of `iters` iterations after `warmup` untimed ones.
+fn fma_gflops(backend: Backend, iters: usize, warmup: usize, calls: usize) -> f64 {
+    let times = time_calls(warmup, calls, || {
         black_box(dispatch(
             backend,
             FmaLoop {
@@ -115,6 +122,11 @@ pub fn peak_gflops(backend: Backend) -> f64 {
     });
     let flops = (iters * 12 * backend.width() * 2) as f64;
     flops / median(&times) / 1e3
+}
+
+/// GFLOP/s of a register-resident FMA loop on the calling thread.
+pub fn peak_gflops(backend: Backend) -> f64 {
+    fma_gflops(backend, 200_000, 2, 9)
 }
 
 /// A plain copy of `bytes` in total (half read, half written), ready to time.
@@ -155,14 +167,16 @@ pub fn copy_gbps(bytes: usize) -> f64 {
 /// Rounds in which an operator and its copy ceiling are timed alternately.
 const PAIRED_ROUNDS: usize = 9;
 
-/// One operator measured on the caller. Row operators alternate, round by round,
-/// with a copy of exactly their bytes, so both see the same machine state; the
-/// fraction is the median of the per-round ratios.
+/// One operator measured on the caller. It alternates, round by round, with
+/// its ceiling — row operators with a copy of exactly their bytes, attention
+/// with the FMA loop — so both see the same machine state; the fraction is the
+/// median of the per-round ratios.
 struct Measured {
     p50_us: f64,
     bytes: usize,
-    copy_gbps: Option<f64>,
-    fraction_of_copy: Option<f64>,
+    /// The ceiling's median over the rounds: copy GB/s or FMA GFLOP/s.
+    ceiling: f64,
+    fraction: f64,
 }
 
 fn measure(op: Op, shape: Shape, backend: Backend) -> Result<Measured> {
@@ -184,28 +198,30 @@ fn measure(op: Op, shape: Shape, backend: Backend) -> Result<Measured> {
                 .expect("output sized for the launch");
         }))
     };
-    if !op.is_row_op() {
-        return Ok(Measured {
-            p50_us: time_op(3, 21),
-            bytes,
-            copy_gbps: None,
-            fraction_of_copy: None,
-        });
-    }
-    let mut copy = CopyLoop::new(bytes);
-    let (mut op_p50s, mut copy_gbps, mut fractions) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..PAIRED_ROUNDS {
-        let op_us = time_op(1, 5);
-        let copy_us = copy.p50_us(1, 5);
-        op_p50s.push(op_us);
-        copy_gbps.push(copy.bytes() as f64 / copy_us / 1e3);
-        fractions.push((bytes as f64 / op_us) / (copy.bytes() as f64 / copy_us));
+    let (mut op_p50s, mut ceilings, mut fractions) = (Vec::new(), Vec::new(), Vec::new());
+    if let Shape::Attention(a) = shape {
+        for _ in 0..PAIRED_ROUNDS {
+            let op_us = time_op(2, 25);
+            let peak = fma_gflops(backend, 20_000, 1, 5);
+            op_p50s.push(op_us);
+            ceilings.push(peak);
+            fractions.push(a.flops() / op_us / 1e3 / peak);
+        }
+    } else {
+        let mut copy = CopyLoop::new(bytes);
+        for _ in 0..PAIRED_ROUNDS {
+            let op_us = time_op(1, 5);
+            let copy_us = copy.p50_us(1, 5);
+            op_p50s.push(op_us);
+            ceilings.push(copy.bytes() as f64 / copy_us / 1e3);
+            fractions.push((bytes as f64 / op_us) / (copy.bytes() as f64 / copy_us));
+        }
     }
     Ok(Measured {
         p50_us: median(&op_p50s),
         bytes,
-        copy_gbps: Some(median(&copy_gbps)),
-        fraction_of_copy: Some(median(&fractions)),
+        ceiling: median(&ceilings),
+        fraction: median(&fractions),
     })
 }
 
@@ -267,23 +283,22 @@ pub fn run(backend: Backend) -> Result<Roofline> {
         };
         let m = measure(op, shape, backend)?;
         let gbps = m.bytes as f64 / m.p50_us / 1e3;
-        let (gflops, fraction_of_peak) = match shape {
-            Shape::Attention(a) => {
-                let gf = a.flops() / m.p50_us / 1e3;
-                (Some(gf), Some(gf / peak))
-            }
-            Shape::Rows { .. } => (None, None),
+        let attention = match shape {
+            Shape::Attention(a) => Some(a.flops() / m.p50_us / 1e3),
+            Shape::Rows { .. } => None,
         };
+        let (row_op, attn) = (attention.is_none(), attention.is_some());
         rows.push(RooflineRow {
             op: op.name().to_string(),
             shape: shape.dims(),
             p50_us: m.p50_us,
             bytes: m.bytes,
             gbps,
-            copy_gbps: m.copy_gbps,
-            fraction_of_copy: m.fraction_of_copy,
-            gflops,
-            fraction_of_peak,
+            copy_gbps: row_op.then_some(m.ceiling),
+            fraction_of_copy: row_op.then_some(m.fraction),
+            gflops: attention,
+            peak_gflops: attn.then_some(m.ceiling),
+            fraction_of_peak: attn.then_some(m.fraction),
         });
     }
     let tail = Op::ALL
@@ -305,8 +320,8 @@ pub fn run(backend: Backend) -> Result<Roofline> {
 pub fn render_markdown(r: &Roofline) -> String {
     let mut s = format!(
         "# roofline ({}, one worker)\n\ncopy: {:.1} GB/s · FMA peak: {:.1} GFLOP/s\n\n\
-         | op / shape | p50 µs | MB | GB/s | copy GB/s | of copy | GFLOP/s | of peak |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+         | op / shape | p50 µs | MB | GB/s | copy GB/s | of copy | GFLOP/s | peak GFLOP/s | of peak |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.backend, r.copy_gbps, r.peak_gflops
     );
     let opt =
@@ -314,7 +329,7 @@ pub fn render_markdown(r: &Roofline) -> String {
     for row in &r.rows {
         let dims: Vec<String> = row.shape.iter().map(|d| d.to_string()).collect();
         s += &format!(
-            "| {} {} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} |\n",
+            "| {} {} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
             row.op,
             dims.join("×"),
             row.p50_us,
@@ -323,6 +338,7 @@ pub fn render_markdown(r: &Roofline) -> String {
             opt(row.copy_gbps, 1),
             opt(row.fraction_of_copy, 2),
             opt(row.gflops, 1),
+            opt(row.peak_gflops, 1),
             opt(row.fraction_of_peak, 2),
         );
     }
