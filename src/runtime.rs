@@ -308,16 +308,7 @@ impl Runtime {
         out: &mut [f32],
         choose: &mut Choose<'_>,
     ) -> Result<LaunchStats> {
-        self.exec_graph(
-            graph,
-            inputs,
-            out,
-            &mut Planning::Chosen(choose),
-            &mut |l, g, dst| {
-                self.pool
-                    .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
-            },
-        )
+        self.exec_plainly(graph, inputs, out, &mut Planning::Chosen(choose))
     }
 
     /// [`Runtime::run_planned`], with the last launch recorded as a timeline
@@ -339,9 +330,7 @@ impl Runtime {
             &mut Planning::Fixed(plans),
             &mut |l, g, dst| {
                 if l.index() != last {
-                    return self
-                        .pool
-                        .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o));
+                    return self.launch_plainly(l, g, dst);
                 }
                 let t = crate::bench::trace::trace_launch(
                     self,
@@ -357,6 +346,25 @@ impl Runtime {
             },
         )?;
         Ok(trace.expect("the last launch ran"))
+    }
+
+    /// [`Runtime::exec_graph`] with every launch run plainly on the pool.
+    fn exec_plainly(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        planning: &mut Planning<'_, '_>,
+    ) -> Result<LaunchStats> {
+        self.exec_graph(graph, inputs, out, planning, &mut |l, g, dst| {
+            self.launch_plainly(l, g, dst)
+        })
+    }
+
+    /// Runs one prepared graph launch on the pool with grain `g`, writing `dst`.
+    fn launch_plainly(&self, l: &NodeLaunch<'_>, g: Grain, dst: &mut [f32]) -> Result<LaunchStats> {
+        self.pool
+            .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
     }
 
     fn exec_graph(
@@ -433,16 +441,7 @@ impl Runtime {
         plans: &[(LaunchConfig, Grain)],
     ) -> Result<LaunchStats> {
         check_plans(graph, plans)?;
-        self.exec_graph(
-            graph,
-            inputs,
-            out,
-            &mut Planning::Fixed(plans),
-            &mut |l, g, dst| {
-                self.pool
-                    .launch(l.tiling(), g, dst, &|k, o| l.run_group(k, o))
-            },
-        )
+        self.exec_plainly(graph, inputs, out, &mut Planning::Fixed(plans))
     }
 
     /// The kernel variant each launch of `graph` runs with `plans`, joined by ` → `.
