@@ -28,8 +28,8 @@
 //! thread name, `taskgrain-*`) used during the second after a launch, as a
 //! percentage of one core (from `/proc/self/task/*/schedstat`, Linux only).
 
-use crate::bench::report::affinity::CallerPin;
 use crate::error::{Error, Result};
+use crate::pool::CallerPin;
 use crate::pool::{Pool, PoolConfig, available_cores};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};

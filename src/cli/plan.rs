@@ -85,9 +85,21 @@ pub(super) fn calibrate(a: CalibrateArgs) -> Result<Outcome> {
             m.per_task_us,
             m.per_group_us
         );
+        let curve: Vec<String> = m
+            .bandwidth
+            .iter()
+            .map(|b| {
+                format!(
+                    "{:.0} MB {:.1}/{:.1}",
+                    b.bytes / 1e6,
+                    b.one_gbps,
+                    b.all_gbps
+                )
+            })
+            .collect();
         println!(
-            "bandwidth: DRAM {:.1} GB/s (1 worker) / {:.1} GB/s (all); LLC {:.1} / {:.1} GB/s",
-            m.bw_one_gbps, m.bw_all_gbps, m.llc_one_gbps, m.llc_all_gbps
+            "bandwidth, GB/s (1 worker/all) by traffic per launch: {}",
+            curve.join(", ")
         );
         for w in &m.widths {
             let e: Vec<String> = crate::plan::cost::ROW_OPS
@@ -100,6 +112,12 @@ pub(super) fn calibrate(a: CalibrateArgs) -> Result<Outcome> {
                 w.width,
                 e.join(", "),
                 w.attn_flop_ns[4]
+            );
+            let g = &w.graph;
+            println!(
+                "W{} graph kernels: map {:.3} ns/tensor + {:.3} ns/flop per element; \
+                 softmax {:.3} ns/element; scores, probs·v {:.4} ns/flop",
+                w.width, g.map_tensor_ns, g.map_flop_ns, g.softmax_elem_ns, g.attn_flop_ns
             );
         }
     }

@@ -3,26 +3,36 @@
 //!
 //! - **kernels** (per native width, on the calling thread, data in L2): each row
 //!   operator at 32 rows × {256, 1024} columns with `local` = the row (8 packet
-//!   accumulators) gives the per-element and per-row costs; `local` = W, 2W, 4W
-//!   the per-element cost with 1, 2, 4 accumulators; 1025 columns the tail
+//!   accumulators), W, 2W and 4W (1, 2, 4 accumulators) gives the per-element
+//!   and per-row costs for each accumulator count; 1025 columns the tail
 //!   packet; `block` = 1 against `block` = 32 the per-group cost. Attention at
 //!   1×2×1×16×256×64×64 with `block` 1, 2, 4, 8, 16 gives its per-flop costs.
+//! - **graph kernels** (per native width, caller): every launch of the unfused
+//!   chains of masked_softmax, swiglu, gelu_residual (32×1024) and attention,
+//!   timed alone: the element-wise maps' cost per tensor and per flop, the row
+//!   softmax's per element, scores' and probs·v's per flop.
 //! - **pool** (all cores): an empty launch of one task per worker, hot, against
 //!   the caller path (launch overheads); 256 empty tasks against one chunk per
 //!   worker (per-task cost); 16 busy tasks of 2 µs, back-to-back and after an
 //!   idle gap of 1 ms, give the hot and the cold helper arrival.
-//! - **memory**: `c = a + b` over 2× the LLC and over ¼ of it, on the caller and
-//!   on every worker (DRAM and LLC bandwidth).
+//! - **memory**: rmsnorm moving 4× the private cache, 8×, … up to 2× the LLC,
+//!   on the caller and on every worker, less its predicted compute: the
+//!   bandwidth curve, as the kernels stream.
+//!
+//! The calling thread is pinned to the first allowed CPU while it measures (see
+//! [`CallerPin`]), as the bench harnesses do.
 //!
 //! Each figure is the fastest of 7 batches of calls lasting ≥ 100 µs each (the
 //! cold arrival: the lower quartile of 12 launches).
 
 use super::cache::{self, Loaded};
-use super::cost::{ATTN_BLOCKS, CostModel, KernelCost, ROW_OPS, WidthCost};
+use super::cost::{ATTN_BLOCKS, Bandwidth, CostModel, GraphCost, KernelCost, ROW_OPS, WidthCost};
+use super::profile::{LaunchProfile, Work};
 use crate::error::Result;
-use crate::ops::{self, AttnShape, LaunchConfig, Op, OwnedInputs, Shape};
+use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, OwnedInputs, Shape};
 use crate::packet::Backend;
-use crate::pool::{Grain, Pool, PoolConfig};
+use crate::pool::{CallerPin, Grain, Pool, PoolConfig};
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::{PacketMode, Tiling};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -87,27 +97,30 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
         let t2 = run_caller(op, &s2, b, whole(c2, r), &in2)?;
         let t3 = run_caller(op, &s3, b, whole(c2 + 1, r), &in3)?;
         let tg = run_caller(op, &s2, b, whole(c2, 1), &in2)?;
-        let (r1, r2, r3) = (t1 / r as f64, t2 / r as f64, t3 / r as f64);
-        let elem8 = ((r2 - r1) / (c2 - c1) as f64).max(1e-4);
-        let row_ns = ((r1 - c1 as f64 * elem8) * 1e3).max(0.0);
-        let mut elem = [elem8 * 1e3; 4];
+        // ns per element and per row from the two row lengths.
+        let fit = |t1: f64, t2: f64| {
+            let (r1, r2) = (t1 * 1e3 / r as f64, t2 * 1e3 / r as f64);
+            let elem = ((r2 - r1) / (c2 - c1) as f64).max(1e-4);
+            (elem, (r1 - c1 as f64 * elem).max(0.0))
+        };
+        let (elem8, row8) = fit(t1, t2);
+        let mut elem = [elem8; 4];
+        let mut row_ns = [row8; 4];
         for (ai, a) in [1usize, 2, 4].into_iter().enumerate() {
-            let t = run_caller(
-                op,
-                &s2,
-                b,
-                LaunchConfig {
-                    local: a * w,
-                    block: r,
-                },
-                &in2,
-            )?;
-            elem[ai] = ((t / r as f64 * 1e3 - row_ns) / c2 as f64).max(elem8 * 1e3 * 0.5);
+            let config = LaunchConfig {
+                local: a * w,
+                block: r,
+            };
+            let ta = run_caller(op, &s1, b, config, &in1)?;
+            let tb = run_caller(op, &s2, b, config, &in2)?;
+            let (e, f) = fit(ta, tb);
+            elem[ai] = e.max(elem8 * 0.5);
+            row_ns[ai] = f;
         }
         rows[i] = KernelCost {
             elem_ns: elem,
             row_ns,
-            tail_ns: ((r3 - r2) * 1e3 - elem8 * 1e3).max(0.0),
+            tail_ns: ((t3 - t2) * 1e3 / r as f64 - elem8).max(0.0),
         };
         per_group.push(((tg - t2) / (r - 1) as f64).max(0.0));
     }
@@ -143,6 +156,8 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
             width: w,
             rows,
             attn_flop_ns: attn,
+            // Measured later, with a runtime of this width (`calibrate_graph`).
+            graph: WidthCost::guess(w).graph,
         },
         pg,
     ))
@@ -221,35 +236,191 @@ fn calibrate_pool(pool: &Pool) -> Result<(f64, f64, f64, f64, f64)> {
     ))
 }
 
-/// Bandwidth of `c = a + b` over `bytes` of traffic: (one worker, all workers), GB/s.
-fn calibrate_bandwidth(pool: &Pool, bytes: usize) -> Result<(f64, f64)> {
-    let cols = 1024;
-    let rows = (bytes / 12 / cols).max(1);
-    let n = rows * cols;
-    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let b = a.clone();
-    let mut c = vec![0.0f32; n];
-    let block = 16;
-    let tiling = Tiling::rows(rows, cols, block)?;
-    let kernel = |g: usize, span: &mut [f32]| {
-        let start = g * block * cols;
-        for (i, y) in span.iter_mut().enumerate() {
-            *y = a[start + i] + b[start + i];
+/// Streaming bandwidth as the kernels see it, at each traffic of `sizes`
+/// (bytes, increasing): rmsnorm (the lightest row operator) on the caller and
+/// on every worker, with its compute time (as the model calibrated so far
+/// predicts it) taken out of the smooth maximum the model adds the two with.
+///
+/// A plain `c = a + b` loop measured 15–16 GB/s from DRAM here, where the
+/// kernels stream 30–35 GB/s with non-temporal stores: the model must be
+/// calibrated with the stores the kernels use. And the same kernel streamed
+/// 3 MB at 60 GB/s but 8 MB at 30: the curve is measured, not derived from
+/// cache sizes.
+fn calibrate_bandwidth(
+    pool: &Pool,
+    b: Backend,
+    m: &CostModel,
+    sizes: &[usize],
+) -> Result<Vec<Bandwidth>> {
+    let cols = 4096;
+    let rows_of = |bytes: usize| (bytes / 8 / cols).max(1);
+    let max_rows = sizes.iter().map(|&s| rows_of(s)).max().unwrap_or(1);
+    let x: Vec<f32> = (0..max_rows * cols)
+        .map(|i| (i % 251) as f32 / 64.0 - 2.0)
+        .collect();
+    let weight = vec![1.0f32; cols];
+    let mut out = vec![0.0f32; max_rows * cols];
+    let mut curve = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        let rows = rows_of(size);
+        let n = rows * cols;
+        let shape = Shape::rows(rows, cols);
+        let inputs = OpInputs::new(Op::RmsNorm, &shape, &[&x[..n], &weight])?;
+        let config = super::default_config(Op::RmsNorm, &shape, b.width());
+        let launch = ops::prepare(inputs, &shape, b, config, PacketMode::FullPacket)?;
+        let mut err = None;
+        let mut go = |g: Grain, out: &mut [f32]| {
+            if let Err(e) = pool.launch(launch.tiling(), g, out, &|i, o| launch.run_group(i, o)) {
+                err = Some(e);
+            }
+        };
+        let one = time_us(1.0, || go(Grain::Caller, &mut out[..n]));
+        let all = time_us(1.0, || go(Grain::Legacy, &mut out[..n])).min(one);
+        if let Some(e) = err {
+            return Err(e);
         }
-    };
-    let mut err = None;
-    let mut go = |g: Grain, c: &mut [f32]| {
-        if let Err(e) = pool.launch(&tiling, g, c, &kernel) {
-            err = Some(e);
-        }
-    };
-    let one = time_us(1.0, || go(Grain::Caller, &mut c));
-    let all = time_us(1.0, || go(Grain::Legacy, &mut c));
-    if let Some(e) = err {
-        return Err(e);
+        let profile = LaunchProfile::for_op(Op::RmsNorm, &shape)?;
+        let gbps = |t: f64, grain: Grain, workers: usize| {
+            let c = m.breakdown(&profile, b.width(), config, grain, workers);
+            let body = (t - c.overhead_us).max(1e-3);
+            // t = (compute⁴ + memory⁴)^¼, solved for memory; a launch that
+            // measured as compute-bound leaves memory at half its time.
+            let memory = (body.powi(4) - c.compute_us.powi(4))
+                .max(0.0)
+                .powf(0.25)
+                .max(0.5 * body);
+            profile.bytes() / memory / 1e3
+        };
+        curve.push(Bandwidth {
+            bytes: profile.bytes(),
+            one_gbps: gbps(one, Grain::Caller, 1),
+            all_gbps: gbps(all, Grain::Legacy, pool.workers_granted()),
+        });
     }
-    let gb = (12 * n) as f64 / 1e3;
-    Ok((gb / one, gb / all.min(one)))
+    Ok(curve)
+}
+
+/// The costs of the graph's own kernels at `rt`'s width: every launch of the
+/// unfused chains of masked_softmax, swiglu and gelu_residual at 32×1024 and of
+/// attention at 1×2×1×16×256×64×64, each timed alone on the caller (data in
+/// L2). The maps give ns per tensor and per flop (a least-squares fit over
+/// add, mul, silu and gelu), the softmax ns per element, scores and probs·v
+/// ns per flop. `wc` holds this width's operator costs, calibrated already.
+fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphCost> {
+    let w = rt.backend().width();
+    let mut maps: Vec<(f64, f64, f64)> = Vec::new();
+    let mut softmax = Vec::new();
+    let mut attn = Vec::new();
+    let a = AttnShape {
+        batch: 1,
+        q_heads: 2,
+        kv_heads: 1,
+        q_len: 16,
+        kv_len: 256,
+        dk: 64,
+        dv: 64,
+    };
+    let rows = Shape::rows(32, 1024);
+    for (op, shape) in [
+        (Op::MaskedSoftmax, rows),
+        (Op::SwiGlu, rows),
+        (Op::GeluResidual, rows),
+        (Op::Attention, Shape::Attention(a)),
+    ] {
+        let graph = crate::graph::for_op(op, &shape, false)?;
+        let inputs = OwnedInputs::generate(op, shape, 1)?;
+        let view = inputs.view();
+        let (list, n) = view.tensors();
+        let mut out = vec![0.0f32; ops::output_len(&shape)];
+        rt.run_graph(&graph, &list[..n], &mut out, &mut |_, p, measure| {
+            let config = match p.work {
+                Work::Rows { rows, cols, .. } => LaunchConfig {
+                    local: cols.div_ceil(w) * w,
+                    block: rows,
+                },
+                Work::Attention(a) => LaunchConfig {
+                    local: ops::attention::local_for(&a, w),
+                    block: a.q_len.min(ATTN_BLOCKS[4]),
+                },
+            };
+            let once = measure(config, Grain::Caller, 1)?;
+            let calls = ((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000);
+            let mut t = f64::INFINITY;
+            for _ in 0..7 {
+                t = t.min(measure(config, Grain::Caller, calls)?);
+            }
+            let groups = p.groups(config.block) as f64;
+            let body_ns = (t - m.caller_launch_us - m.per_group_us * groups).max(0.0) * 1e3;
+            match p.work {
+                Work::Rows {
+                    rows,
+                    cols,
+                    reduce_passes,
+                    ..
+                } => {
+                    let fixed = wc.rows[0].row_ns[3] * reduce_passes.max(1) as f64;
+                    let per = (body_ns / rows as f64 - fixed).max(0.0) / cols as f64;
+                    if reduce_passes > 0 {
+                        softmax.push(per);
+                    } else {
+                        maps.push((p.bytes_per_elem / 4.0, p.flops_per_elem, per));
+                    }
+                }
+                Work::Attention(_) => {
+                    let flops = p.flops_per_elem * p.elements() as f64;
+                    let shape = wc.attn_ns(config.block) / wc.attn_ns(ATTN_BLOCKS[4]);
+                    attn.push(body_ns / flops / shape);
+                }
+            }
+            Ok((config, Grain::Caller))
+        })?;
+    }
+    let mut cost = wc.graph;
+    if let Some((t, f)) = fit_map(&maps) {
+        cost.map_tensor_ns = t;
+        cost.map_flop_ns = f;
+    }
+    if let Some(x) = median(&mut softmax) {
+        cost.softmax_elem_ns = x;
+    }
+    if let Some(x) = median(&mut attn) {
+        cost.attn_flop_ns = x.max(1e-5);
+    }
+    Ok(cost)
+}
+
+/// Least squares `ns = tensors · a + flops · b` (both ≥ 0) over `(tensors,
+/// flops, ns)` points; `None` without points.
+fn fit_map(points: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+    if points.is_empty() {
+        return None;
+    }
+    let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| points.iter().map(f).sum::<f64>();
+    let (xx, xy, yy) = (
+        sum(&|p| p.0 * p.0),
+        sum(&|p| p.0 * p.1),
+        sum(&|p| p.1 * p.1),
+    );
+    let (xz, yz) = (sum(&|p| p.0 * p.2), sum(&|p| p.1 * p.2));
+    let det = xx * yy - xy * xy;
+    let (a, b) = if det.abs() > 1e-9 * xx * yy {
+        ((xz * yy - yz * xy) / det, (yz * xx - xz * xy) / det)
+    } else {
+        (-1.0, -1.0)
+    };
+    Some(if a >= 0.0 && b >= 0.0 {
+        (a, b)
+    } else if b < 0.0 || yy == 0.0 {
+        ((xz / xx).max(0.0), 0.0)
+    } else {
+        (0.0, (yz / yy).max(0.0))
+    })
+}
+
+/// The median of `v` (reordered), `None` if empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| v[v.len() / 2])
 }
 
 /// Cache sizes from sysfs: (L2 per core, LLC), when known.
@@ -291,6 +462,12 @@ pub struct Calibration {
 /// Measures a [`CostModel`] for this machine: every native width, a pool on all cores.
 pub fn calibrate() -> Result<Calibration> {
     let start = Instant::now();
+    // The pool's helpers are pinned to the CPUs after the first; an unpinned
+    // caller could share a helper's CPU and calibrate a pool that never helps.
+    // (The pool is built first: it spreads its helpers over the CPUs its
+    // builder may use.)
+    let pool = Pool::new(PoolConfig::default())?;
+    let _pin = CallerPin::first_allowed();
     let mut m = CostModel::default();
     let (l2, llc) = cache_sizes();
     if let Some(l2) = l2 {
@@ -305,27 +482,48 @@ pub fn calibrate() -> Result<Calibration> {
         v if v.is_empty() => vec![Backend::best(16)],
         v => v,
     };
-    for b in backends {
+    for &b in &backends {
         let (wc, pg) = calibrate_width(b)?;
         widths.push(wc);
         groups.push(pg);
     }
-    groups.sort_by(f64::total_cmp);
-    m.per_group_us = groups[groups.len() / 2];
+    m.per_group_us = median(&mut groups).unwrap_or(m.per_group_us);
     m.widths = widths;
-    let pool = Pool::new(PoolConfig::default())?;
     let (caller, pooled, per_task, hot, cold) = calibrate_pool(&pool)?;
     m.caller_launch_us = caller;
     m.pool_launch_us = pooled;
     m.per_task_us = per_task;
     m.helper_arrival_us = hot;
     m.helper_arrival_cold_us = cold;
-    let (one, all) = calibrate_bandwidth(&pool, 2 * m.llc_bytes)?;
-    m.bw_one_gbps = one;
-    m.bw_all_gbps = all;
-    let (one, all) = calibrate_bandwidth(&pool, m.llc_bytes / 4)?;
-    m.llc_one_gbps = one.max(m.bw_one_gbps);
-    m.llc_all_gbps = all.max(m.bw_all_gbps);
+    for (i, &b) in backends.iter().enumerate() {
+        let rt = Runtime::new(RuntimeConfig {
+            pool: PoolConfig {
+                workers: 1,
+                ..PoolConfig::default()
+            },
+            // (`None` = the scalar fallback, on a CPU without a native width.)
+            width: Backend::native(b.width()).ok().map(|_| b.width()),
+            mode: PacketMode::FullPacket,
+            model: ModelSource::Builtin,
+            cache_dir: None,
+        })?;
+        m.widths[i].graph = calibrate_graph(&rt, &m, &m.widths[i])?;
+    }
+    let widest = *backends
+        .iter()
+        .max_by_key(|b| b.width())
+        .expect("at least one backend");
+    // Traffic from 4× the private cache (at least 1 MiB) to 2× the LLC
+    // (bounded for huge caches), in doublings.
+    let mut sizes = Vec::new();
+    let mut size = (4 * m.private_cache_bytes).max(1 << 20);
+    let top = (2 * m.llc_bytes).clamp(16 << 20, 512 << 20);
+    while size < top {
+        sizes.push(size);
+        size *= 2;
+    }
+    sizes.push(top);
+    m.bandwidth = calibrate_bandwidth(&pool, widest, &m, &sizes)?;
     m.calibrated = true;
     Ok(Calibration {
         model: m,

@@ -18,9 +18,9 @@
 //!   per worker; tasks of k groups; caller: one task); each task also pays
 //!   [`CostModel::per_task_us`]. Tasks are list-scheduled onto the caller (ready
 //!   at once) and the helpers (ready after [`CostModel::helper_arrival_us`]).
-//! - **memory**: bytes over the bandwidth the busy workers draw — from DRAM when
-//!   the data exceeds the last-level cache, from the LLC when it exceeds the
-//!   private caches; no bound when it fits in them.
+//! - **memory**: bytes over the bandwidth the busy workers draw at that much
+//!   traffic (a measured curve: LLC, then DRAM, as the data grows); no bound
+//!   when the data fits in the busy cores' private caches.
 //!
 //! [`CostModel::default`] holds rough, uncalibrated values; `taskgrain calibrate`
 //! ([`super::calibrate`]) measures every constant on this machine.
@@ -48,10 +48,39 @@ pub const ATTN_BLOCKS: [usize; 5] = [1, 2, 4, 8, 16];
 pub struct KernelCost {
     /// ns per scheduled element with 1, 2, 4 and 8 packet accumulators.
     pub elem_ns: [f64; 4],
-    /// Fixed ns per row (reduction folds, square roots, divisions, loop set-up).
-    pub row_ns: f64,
+    /// Fixed ns per row (reduction folds, square roots, divisions, loop set-up)
+    /// with 1, 2, 4 and 8 packet accumulators: folding 8 accumulators costs
+    /// more than folding one, which decides `local` on short rows.
+    pub row_ns: [f64; 4],
     /// Extra ns of a masked tail packet in a row.
     pub tail_ns: f64,
+}
+
+/// The calibrated cost of the graph's own kernels (the launches of an unfused
+/// chain, and fused launches that are not one of the seven operators) at one width.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphCost {
+    /// Element-wise maps: ns per element per tensor read or written.
+    pub map_tensor_ns: f64,
+    /// Element-wise maps: ns per element per nominal flop of the expression.
+    pub map_flop_ns: f64,
+    /// Row softmax (two passes and a reduction): ns per element, 8 accumulators.
+    pub softmax_elem_ns: f64,
+    /// Attention scores and probs·v kernels: ns per flop for groups of 16 query
+    /// rows (other blocks scale as the fused attention's [`WidthCost::attn_flop_ns`]).
+    pub attn_flop_ns: f64,
+}
+
+impl GraphCost {
+    /// Rough values for a width with `scale` = 8 / width.
+    fn guess(scale: f64) -> GraphCost {
+        GraphCost {
+            map_tensor_ns: 0.1 * scale,
+            map_flop_ns: 0.08 * scale,
+            softmax_elem_ns: 1.0 * scale,
+            attn_flop_ns: 0.08 * scale,
+        }
+    }
 }
 
 /// The calibrated costs of every kernel at one packet width.
@@ -63,6 +92,8 @@ pub struct WidthCost {
     pub rows: [KernelCost; 6],
     /// Attention: ns per flop when a group owns 1, 2, 4, 8, 16 query rows ([`ATTN_BLOCKS`]).
     pub attn_flop_ns: [f64; 5],
+    /// The graph's own kernels.
+    pub graph: GraphCost,
 }
 
 impl WidthCost {
@@ -79,7 +110,7 @@ impl WidthCost {
             };
             KernelCost {
                 elem_ns: [slow(1.0), slow(2.0), slow(4.0), e],
-                row_ns: 20.0 * red[i] as f64 + 5.0,
+                row_ns: [20.0 * red[i] as f64 + 5.0; 4],
                 tail_ns: 2.0 * e * width as f64,
             }
         });
@@ -87,23 +118,13 @@ impl WidthCost {
             width,
             rows,
             attn_flop_ns: [0.06, 0.04, 0.03, 0.025, 0.02].map(|x| x * s),
+            graph: GraphCost::guess(s),
         }
     }
 
     /// The kernel cost of row operator `op` (`None` for attention).
     pub fn row(&self, op: Op) -> Option<&KernelCost> {
         ROW_OPS.iter().position(|&o| o == op).map(|i| &self.rows[i])
-    }
-
-    /// ns per nominal flop, for kernels without a calibration of their own: the
-    /// median over the row operators of (8-accumulator element cost / nominal flops).
-    pub fn flop_ns(&self) -> f64 {
-        let mut v = [0.0; ROW_OPS.len()];
-        for ((x, &op), k) in v.iter_mut().zip(&ROW_OPS).zip(&self.rows) {
-            *x = k.elem_ns[3] / super::profile::nominal_flops(op);
-        }
-        v.sort_by(f64::total_cmp);
-        0.5 * (v[2] + v[3])
     }
 
     /// Attention ns per flop for a group of `rows` query rows (interpolated in log2).
@@ -114,6 +135,17 @@ impl WidthCost {
         let f = x - i as f64;
         self.attn_flop_ns[i] * (1.0 - f) + self.attn_flop_ns[i + 1] * f
     }
+}
+
+/// Streaming bandwidth at one amount of traffic per launch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bandwidth {
+    /// Bytes one launch moves (read + written).
+    pub bytes: f64,
+    /// GB/s one worker draws.
+    pub one_gbps: f64,
+    /// GB/s all workers draw together.
+    pub all_gbps: f64,
 }
 
 /// Machine constants of the cost model.
@@ -132,18 +164,16 @@ pub struct CostModel {
     pub per_task_us: f64,
     /// Starting one work-group, µs.
     pub per_group_us: f64,
-    /// DRAM bandwidth one worker draws, GB/s.
-    pub bw_one_gbps: f64,
-    /// DRAM bandwidth all workers draw together, GB/s.
-    pub bw_all_gbps: f64,
-    /// Last-level-cache bandwidth of one worker, GB/s.
-    pub llc_one_gbps: f64,
-    /// Last-level-cache bandwidth of all workers together, GB/s.
-    pub llc_all_gbps: f64,
+    /// Streaming bandwidth by traffic per launch, in increasing `bytes`: where
+    /// the data comes from (LLC, DRAM, or a share of each) is not modelled but
+    /// measured, since the share of the LLC a core gets on a shared machine is
+    /// not what sysfs says. Between two points, time per byte is interpolated
+    /// in log(bytes); beyond the ends, the end's bandwidth holds.
+    pub bandwidth: Vec<Bandwidth>,
     /// Private cache bytes per core (L2): data that fits in the busy cores' L2 is
     /// not bandwidth-bound.
     pub private_cache_bytes: usize,
-    /// Last-level cache bytes (shared).
+    /// Last-level cache bytes (shared), as the OS reports it.
     pub llc_bytes: usize,
     /// Per-width kernel costs.
     pub widths: Vec<WidthCost>,
@@ -160,10 +190,18 @@ impl Default for CostModel {
             helper_arrival_cold_us: 10.0,
             per_task_us: 0.03,
             per_group_us: 0.01,
-            bw_one_gbps: 15.0,
-            bw_all_gbps: 20.0,
-            llc_one_gbps: 40.0,
-            llc_all_gbps: 70.0,
+            bandwidth: vec![
+                Bandwidth {
+                    bytes: (4 << 20) as f64,
+                    one_gbps: 40.0,
+                    all_gbps: 70.0,
+                },
+                Bandwidth {
+                    bytes: (64 << 20) as f64,
+                    one_gbps: 15.0,
+                    all_gbps: 20.0,
+                },
+            ],
             private_cache_bytes: 1 << 20,
             llc_bytes: 32 << 20,
             widths: [4, 8, 16].map(WidthCost::guess).to_vec(),
@@ -249,6 +287,29 @@ pub struct Breakdown {
 }
 
 impl CostModel {
+    /// (one worker, all workers) GB/s for a launch moving `bytes` (see
+    /// [`CostModel::bandwidth`]).
+    pub fn bandwidth_at(&self, bytes: f64) -> (f64, f64) {
+        let curve = &self.bandwidth;
+        let (Some(first), Some(last)) = (curve.first(), curve.last()) else {
+            return (f64::INFINITY, f64::INFINITY);
+        };
+        if bytes <= first.bytes {
+            return (first.one_gbps, first.all_gbps);
+        }
+        if bytes >= last.bytes {
+            return (last.one_gbps, last.all_gbps);
+        }
+        let i = curve
+            .partition_point(|b| b.bytes < bytes)
+            .clamp(1, curve.len() - 1);
+        let (lo, hi) = (curve[i - 1], curve[i]);
+        let f = ((bytes / lo.bytes).ln() / (hi.bytes / lo.bytes).ln()).clamp(0.0, 1.0);
+        // Time per byte is what adds up: interpolate the inverses.
+        let mix = |a: f64, b: f64| 1.0 / ((1.0 - f) / a + f / b);
+        (mix(lo.one_gbps, hi.one_gbps), mix(lo.all_gbps, hi.all_gbps))
+    }
+
     /// The kernel costs at `width` (the nearest calibrated width, scaled, if absent).
     pub fn width_cost(&self, width: usize) -> WidthCost {
         if let Some(w) = self.widths.iter().find(|w| w.width == width) {
@@ -274,19 +335,25 @@ impl CostModel {
                 let a = accumulators(cols, config.local, width);
                 let ai = a.trailing_zeros() as usize;
                 let (elem, fixed, tail) = match p.op.and_then(|op| wc.row(op)) {
-                    Some(k) => (k.elem_ns[ai], k.row_ns, k.tail_ns),
+                    Some(k) => (k.elem_ns[ai], k.row_ns[ai], k.tail_ns),
                     None => {
-                        // Scale rmsnorm's reduction behaviour to this kernel's flops.
-                        let r = &wc.rows[0];
-                        let e = p.flops_per_elem * wc.flop_ns();
-                        let slow = if reduce_passes > 0 {
-                            r.elem_ns[ai] / r.elem_ns[3]
+                        let g = &wc.graph;
+                        let tensors = p.bytes_per_elem / 4.0;
+                        let e = if reduce_passes > 0 {
+                            // A softmax (with the cost of any prologue beyond an
+                            // input and an output), slowed as the fused softmax
+                            // is with fewer accumulators.
+                            let r = &wc.rows[2];
+                            let extra = (tensors - 2.0).max(0.0) * g.map_tensor_ns
+                                + (p.flops_per_elem - 12.0).max(0.0) * g.map_flop_ns;
+                            (g.softmax_elem_ns + extra) * r.elem_ns[ai] / r.elem_ns[3]
                         } else {
-                            1.0
+                            tensors * g.map_tensor_ns + p.flops_per_elem * g.map_flop_ns
                         };
+                        let r = &wc.rows[0];
                         (
-                            e * slow,
-                            r.row_ns * reduce_passes.max(1) as f64,
+                            e,
+                            r.row_ns[ai] * reduce_passes.max(1) as f64,
                             2.0 * e * width as f64,
                         )
                     }
@@ -302,11 +369,14 @@ impl CostModel {
             }
             Work::Attention(a) => {
                 let flops = 2.0 * (a.kv_len * (a.dk + a.dv)) as f64;
-                let scale = match p.op {
-                    Some(_) => 1.0,
-                    None => p.flops_per_elem * a.dv as f64 / flops,
-                };
-                flops * wc.attn_ns(rows) * scale
+                match p.op {
+                    Some(_) => flops * wc.attn_ns(rows),
+                    None => {
+                        let flops = p.flops_per_elem * a.dv as f64;
+                        let shape = wc.attn_ns(rows) / wc.attn_ns(ATTN_BLOCKS[4]);
+                        flops * wc.graph.attn_flop_ns * shape
+                    }
+                }
             }
         };
         self.per_group_us + rows as f64 * row_ns / 1e3
@@ -374,11 +444,7 @@ impl CostModel {
             } else {
                 0.0
             };
-            let (one, all) = if bytes <= self.llc_bytes as f64 {
-                (self.llc_one_gbps, self.llc_all_gbps)
-            } else {
-                (self.bw_one_gbps, self.bw_all_gbps)
-            };
+            let (one, all) = self.bandwidth_at(bytes);
             one + f * (all - one)
         };
         let memory = bytes / bw / 1e3;

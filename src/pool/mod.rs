@@ -128,7 +128,8 @@
 //! helper keeps its core and its cache between launches, and none migrates in
 //! the middle of a launch. The **caller's thread is never pinned**: it is the
 //! user's thread, and pinning it would silently change the affinity of all the
-//! user's later code. An oversubscribed pool pins nothing: with several helpers
+//! user's later code. A harness that measures the pool pins it for the length
+//! of the measurement with [`CallerPin`]. An oversubscribed pool pins nothing: with several helpers
 //! per core, only the scheduler can balance them.
 //!
 //! Measured on the 2-vCPU development VM (Firecracker, where one syscall costs
@@ -147,6 +148,7 @@ mod split;
 mod stats;
 pub(crate) mod sync;
 
+pub use affinity::CallerPin;
 pub use config::{DEFAULT_SPIN, PoolConfig, available_cores};
 pub use grain::Grain;
 pub use stats::LaunchStats;

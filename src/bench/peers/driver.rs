@@ -4,13 +4,13 @@
 use super::freeze::Frozen;
 use super::protocol::{Host, HostSpec, PeerError, times_of};
 use super::{Cell, PEER_ORDER, PeerInfo, PeersMeta, PeersReport, PeersRow, PeersTable};
-use crate::bench::report::affinity::CallerPin;
 use crate::bench::report::model::NamedMap;
 use crate::bench::report::stats::{rotation, summarize, table_time};
 use crate::bench::suites::{Suite, seed_cases};
 use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
 use crate::ops::{self, Op, OwnedInputs, Shape};
+use crate::pool::CallerPin;
 use crate::pool::PoolConfig;
 use crate::runtime::{RunOptions, Runtime, RuntimeConfig};
 use serde_json::{Value, json};

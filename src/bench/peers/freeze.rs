@@ -59,19 +59,19 @@ enum Signal {
 /// Sends `sig` to process `pid`; `true` if it was delivered.
 #[cfg(unix)]
 fn signal(pid: u32, sig: Signal) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    use nix::sys::signal::{Signal as Sig, kill};
+    use nix::unistd::Pid;
+    let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
     if pid <= 0 {
         return false; // 0 and negative pids name process groups
     }
     let sig = match sig {
-        Signal::Stop => libc::SIGSTOP,
-        Signal::Continue => libc::SIGCONT,
+        Signal::Stop => Sig::SIGSTOP,
+        Signal::Continue => Sig::SIGCONT,
     };
-    // SAFETY: `kill` has no memory-safety preconditions; `pid` is positive, so it
-    // names one process, a live host's child (see the module doc).
-    unsafe { libc::kill(pid, sig) == 0 }
+    kill(Pid::from_raw(pid), sig).is_ok()
 }
 
 /// Other platforms time every runtime without freezing the others.

@@ -1,7 +1,6 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
 //! warm-up, then rounds of interleaved timing with the candidate order rotated.
 
-use super::affinity::CallerPin;
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
     SectionResult,
@@ -16,6 +15,7 @@ use crate::graph::exec::node_profile;
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
 use crate::plan::calibrate::ModelSource;
+use crate::pool::CallerPin;
 use crate::pool::{Grain, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;

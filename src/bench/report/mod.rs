@@ -18,7 +18,6 @@
 //! # Ok::<(), taskgrain::Error>(())
 //! ```
 
-pub mod affinity;
 pub mod csv;
 pub mod harness;
 pub mod json;
