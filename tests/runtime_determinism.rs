@@ -100,6 +100,8 @@ fn auto_output_does_not_depend_on_the_worker_count() {
         (Op::RmsNorm, "129x768"),
         (Op::LayerNorm, "257x1538"),
         (Op::MaskedSoftmax, "17x65"),
+        (Op::Rope, "129x768"),
+        (Op::GeluResidual, "17x66"),
         (Op::Attention, "1x4x2x16x32x16x16"),
     ] {
         let shape = Shape::parse(op, s).unwrap();
@@ -121,6 +123,70 @@ fn auto_output_does_not_depend_on_the_worker_count() {
                 let h = ops::output_hash(&out);
                 let first = seen.get_or_insert_with(|| h.clone());
                 assert_eq!(&h, first, "{op} {s} workers {workers} call {call}");
+            }
+        }
+    }
+}
+
+/// `auto` chooses `local` freely for element-wise work (no row reduction), so
+/// those kernels' bits must not depend on `local` — nor on `block`, the packet
+/// mode or whether the operator runs fused or as its chain of launches.
+#[test]
+fn element_wise_output_does_not_depend_on_local() {
+    for (op, s) in [
+        (Op::SwiGlu, "17x66"),
+        (Op::SwiGlu, "3x1025"),
+        (Op::GeluResidual, "17x66"),
+        (Op::GeluResidual, "5x1031"),
+        (Op::Rope, "17x66"),
+        (Op::Rope, "3x1026"),
+    ] {
+        let shape = Shape::parse(op, s).unwrap();
+        let mut inputs = OwnedInputs::generate(op, shape, 9).unwrap();
+        if op == Op::GeluResidual {
+            // Many lanes in gelu's tail path (|x| ≥ 2.12), where packets are gathered.
+            for (i, x) in inputs.tensors_mut()[0].iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    *x *= 4.0;
+                }
+            }
+        }
+        let cols = shape.dims()[1];
+        for b in Backend::all_native() {
+            let w = b.width();
+            let mut seen = None;
+            for mode in [PacketMode::FullPacket, PacketMode::AllMasked] {
+                let rt = Runtime::new(RuntimeConfig {
+                    pool: PoolConfig::with_workers(1),
+                    width: Some(w),
+                    mode,
+                    model: ModelSource::Builtin,
+                    cache_dir: Some(std::env::temp_dir().join("taskgrain-test-local-free")),
+                })
+                .unwrap();
+                for local in [1, w - 1, w, 2 * w + 1, 3 * w, cols.div_ceil(w) * w] {
+                    for block in [1, 5] {
+                        for fusion in [true, false] {
+                            let mut out = vec![f32::NAN; ops::output_len(&shape)];
+                            let opts = RunOptions {
+                                config: Some(LaunchConfig {
+                                    local: local.max(1),
+                                    block,
+                                }),
+                                grain: Some(Grain::Caller),
+                                strategy: None,
+                                fusion,
+                            };
+                            rt.run(inputs.view(), &shape, &mut out, &opts).unwrap();
+                            let h = ops::output_hash(&out);
+                            let first = seen.get_or_insert_with(|| h.clone());
+                            assert_eq!(
+                                &h, first,
+                                "{op} {s} W{w} {mode:?} local {local} block {block} fusion {fusion}"
+                            );
+                        }
+                    }
+                }
             }
         }
     }

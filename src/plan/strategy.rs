@@ -167,6 +167,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// `true` when no output bit of launch `p` depends on `local`: element-wise
+/// work with no row reduction (maps, swiglu, gelu_residual, rope), where every
+/// element is computed by the same lane arithmetic whatever the packet it falls
+/// in. A row reduction's order follows `local` (its packet accumulators), so
+/// `auto` fixes `local` per shape there, for bytes that do not depend on the
+/// worker count.
+pub fn local_is_free(p: &LaunchProfile) -> bool {
+    matches!(
+        p.work,
+        Work::Rows {
+            reduce_passes: 0,
+            ..
+        }
+    )
+}
+
 /// `auto` keeps launches the model predicts under this many µs on the caller
 /// there: measured here, rmsnorm 17x65 takes 0.7 µs on the caller and 1.2–2.3 µs
 /// as 4 pooled tasks, and refinement's short measurements can still mistake the
@@ -399,15 +415,19 @@ impl Planner {
     }
 
     /// The joint space at `auto`'s local (see [`Planner::auto_on_caller`]):
-    /// block × grain; only the caller's plans for a launch the model puts under
-    /// [`CALLER_ONLY_US`] on the caller, where no hand-off to a helper can pay
-    /// for itself.
+    /// block × grain — or local × block × grain where no output bit depends on
+    /// `local` ([`local_is_free`]); only the caller's plans for a launch the
+    /// model puts under [`CALLER_ONLY_US`] on the caller, where no hand-off to
+    /// a helper can pay for itself.
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
+        let free = local_is_free(p);
         let caller_only = whole.predicted_us < CALLER_ONLY_US;
         let mut v = self.joint_space(p);
-        v.retain(|x| x.config.local == local && (!caller_only || x.grain == Grain::Caller));
+        v.retain(|x| {
+            (free || x.config.local == local) && (!caller_only || x.grain == Grain::Caller)
+        });
         if v.is_empty() {
             v.push(whole);
         }
@@ -506,10 +526,20 @@ impl Planner {
         for g in grains {
             push(&mut out, self.plan_of(p, c, g));
         }
-        // Parallel shapes the model may underrate: about 2, 8 and 32 groups per
+        // Where `local` changes no output bit, the other locals too: the model
+        // ranks them by a few percent it cannot resolve.
+        if local_is_free(p) {
+            for local in search::distinct_locals(p, self.backend.width(), &self.locals(p)) {
+                push(
+                    &mut out,
+                    self.plan_of(p, LaunchConfig { local, ..c }, first.grain),
+                );
+            }
+        }
+        // Parallel shapes the model may underrate: about 2, 4, … 32 groups per
         // worker, legacy chunks and single-group tasks.
         let per_seg = (rows as f64).max(1.0);
-        for per_worker in [2usize, 8, 32] {
+        for per_worker in [2usize, 4, 8, 16, 32] {
             let want = (per_worker * self.workers) as f64 / p.segments() as f64;
             let block = ((per_seg / want).ceil() as usize).clamp(1, rows);
             if p.groups(block) < 2 {
