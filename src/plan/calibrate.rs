@@ -305,12 +305,14 @@ fn calibrate_bandwidth(
 /// attention at 1×2×1×16×256×64×64, each timed alone on the caller (data in
 /// L2). The maps give ns per tensor and per flop (a least-squares fit over
 /// add, mul, silu and gelu), the softmax ns per element, scores and probs·v
-/// ns per flop. `wc` holds this width's operator costs, calibrated already.
+/// ns per flop in groups of 16 query rows and of one (the fused attention's
+/// sensitivity to the block measured 5×, theirs far less). `wc` holds this
+/// width's operator costs, calibrated already.
 fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphCost> {
     let w = rt.backend().width();
     let mut maps: Vec<(f64, f64, f64)> = Vec::new();
     let mut softmax = Vec::new();
-    let mut attn = Vec::new();
+    let mut attn: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let a = AttnShape {
         batch: 1,
         q_heads: 2,
@@ -343,14 +345,17 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                     block: a.q_len.min(ATTN_BLOCKS[4]),
                 },
             };
-            let once = measure(config, Grain::Caller, 1)?;
-            let calls = ((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000);
-            let mut t = f64::INFINITY;
-            for _ in 0..7 {
-                t = t.min(measure(config, Grain::Caller, calls)?);
-            }
-            let groups = p.groups(config.block) as f64;
-            let body_ns = (t - m.caller_launch_us - m.per_group_us * groups).max(0.0) * 1e3;
+            let mut time_ns = |config: LaunchConfig| -> Result<f64> {
+                let once = measure(config, Grain::Caller, 1)?;
+                let calls = ((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000);
+                let mut t = f64::INFINITY;
+                for _ in 0..7 {
+                    t = t.min(measure(config, Grain::Caller, calls)?);
+                }
+                let groups = p.groups(config.block) as f64;
+                Ok((t - m.caller_launch_us - m.per_group_us * groups).max(0.0) * 1e3)
+            };
+            let body_ns = time_ns(config)?;
             match p.work {
                 Work::Rows {
                     rows,
@@ -367,9 +372,11 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                     }
                 }
                 Work::Attention(_) => {
+                    // Groups of 16 query rows (`config`), and of one.
                     let flops = p.flops_per_elem * p.elements() as f64;
-                    let shape = wc.attn_ns(config.block) / wc.attn_ns(ATTN_BLOCKS[4]);
-                    attn.push(body_ns / flops / shape);
+                    let one = time_ns(LaunchConfig { block: 1, ..config })?;
+                    attn[0].push(one / flops);
+                    attn[1].push(body_ns / flops);
                 }
             }
             Ok((config, Grain::Caller))
@@ -383,8 +390,10 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
     if let Some(x) = median(&mut softmax) {
         cost.softmax_elem_ns = x;
     }
-    if let Some(x) = median(&mut attn) {
-        cost.attn_flop_ns = x.max(1e-5);
+    for (slot, v) in cost.attn_flop_ns.iter_mut().zip(&mut attn) {
+        if let Some(x) = median(v) {
+            *slot = x.max(1e-5);
+        }
     }
     Ok(cost)
 }

@@ -66,9 +66,9 @@ pub struct GraphCost {
     pub map_flop_ns: f64,
     /// Row softmax (two passes and a reduction): ns per element, 8 accumulators.
     pub softmax_elem_ns: f64,
-    /// Attention scores and probs·v kernels: ns per flop for groups of 16 query
-    /// rows (other blocks scale as the fused attention's [`WidthCost::attn_flop_ns`]).
-    pub attn_flop_ns: f64,
+    /// Attention scores and probs·v kernels: ns per flop for groups of 1 and of
+    /// 16 query rows (interpolated in log2 between them).
+    pub attn_flop_ns: [f64; 2],
 }
 
 impl GraphCost {
@@ -78,8 +78,15 @@ impl GraphCost {
             map_tensor_ns: 0.1 * scale,
             map_flop_ns: 0.08 * scale,
             softmax_elem_ns: 1.0 * scale,
-            attn_flop_ns: 0.08 * scale,
+            attn_flop_ns: [0.12 * scale, 0.08 * scale],
         }
+    }
+
+    /// Scores and probs·v ns per flop for groups of `rows` query rows.
+    pub fn attn_ns(&self, rows: usize) -> f64 {
+        let f = (rows.clamp(1, ATTN_BLOCKS[4]) as f64).log2() / 4.0;
+        let [one, sixteen] = self.attn_flop_ns.map(|x| x.max(1e-6).ln());
+        (one + f * (sixteen - one)).exp()
     }
 }
 
@@ -371,11 +378,7 @@ impl CostModel {
                 let flops = 2.0 * (a.kv_len * (a.dk + a.dv)) as f64;
                 match p.op {
                     Some(_) => flops * wc.attn_ns(rows),
-                    None => {
-                        let flops = p.flops_per_elem * a.dv as f64;
-                        let shape = wc.attn_ns(rows) / wc.attn_ns(ATTN_BLOCKS[4]);
-                        flops * wc.graph.attn_flop_ns * shape
-                    }
+                    None => p.flops_per_elem * a.dv as f64 * wc.graph.attn_ns(rows),
                 }
             }
         };
