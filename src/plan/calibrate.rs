@@ -37,6 +37,18 @@ use crate::simt::{PacketMode, Tiling};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The attention shape calibration measures: one KV head shared by two query
+/// heads, 16 query rows, 256 keys, head dimension 64.
+const ATTN_SHAPE: AttnShape = AttnShape {
+    batch: 1,
+    q_heads: 2,
+    kv_heads: 1,
+    q_len: 16,
+    kv_len: 256,
+    dk: 64,
+    dv: 64,
+};
+
 /// µs per call of `f`: the fastest of 7 batches of ≥ `batch_us` each. Other
 /// work on the machine only ever adds time, so the minimum is the machine's own
 /// cost (a median would calibrate the load of the moment into the model).
@@ -125,15 +137,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
         per_group.push(((tg - t2) / (r - 1) as f64).max(0.0));
     }
     // Attention.
-    let a = AttnShape {
-        batch: 1,
-        q_heads: 2,
-        kv_heads: 1,
-        q_len: 16,
-        kv_len: 256,
-        dk: 64,
-        dv: 64,
-    };
+    let a = ATTN_SHAPE;
     let shape = Shape::Attention(a);
     let inputs = OwnedInputs::generate(Op::Attention, shape, 1)?;
     let local = ops::attention::local_for(&a, w);
@@ -313,15 +317,7 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
     let mut maps: Vec<(f64, f64, f64)> = Vec::new();
     let mut softmax = Vec::new();
     let mut attn: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let a = AttnShape {
-        batch: 1,
-        q_heads: 2,
-        kv_heads: 1,
-        q_len: 16,
-        kv_len: 256,
-        dk: 64,
-        dv: 64,
-    };
+    let a = ATTN_SHAPE;
     let rows = Shape::rows(32, 1024);
     for (op, shape) in [
         (Op::MaskedSoftmax, rows),
