@@ -26,7 +26,9 @@
 //! cold arrival: the lower quartile of 12 launches).
 
 use super::cache::{self, Loaded};
-use super::cost::{ATTN_BLOCKS, Bandwidth, CostModel, GraphCost, KernelCost, ROW_OPS, WidthCost};
+use super::cost::{
+    ATTN_BLOCKS, Bandwidth, CostModel, GraphCost, KernelCost, OVERLAP_EXPONENT, ROW_OPS, WidthCost,
+};
 use super::profile::{LaunchProfile, Work};
 use crate::error::Result;
 use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, OwnedInputs, Shape};
@@ -142,8 +144,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
     let inputs = OwnedInputs::generate(Op::Attention, shape, 1)?;
     let local = ops::attention::local_for(&a, w);
     let mut attn = [0.0; 5];
-    per_group.sort_by(f64::total_cmp);
-    let pg = per_group[per_group.len() / 2];
+    let pg = median(&mut per_group).expect("one per row operator");
     for (j, &block) in ATTN_BLOCKS.iter().enumerate() {
         let t = run_caller(
             Op::Attention,
@@ -287,11 +288,12 @@ fn calibrate_bandwidth(
         let gbps = |t: f64, grain: Grain, workers: usize| {
             let c = m.breakdown(&profile, b.width(), config, grain, workers);
             let body = (t - c.overhead_us).max(1e-3);
-            // t = (compute⁴ + memory⁴)^¼, solved for memory; a launch that
-            // measured as compute-bound leaves memory at half its time.
-            let memory = (body.powi(4) - c.compute_us.powi(4))
+            // t = smooth_max(compute, memory), solved for memory; a launch
+            // that measured as compute-bound leaves memory at half its time.
+            let p = OVERLAP_EXPONENT;
+            let memory = (body.powi(p) - c.compute_us.powi(p))
                 .max(0.0)
-                .powf(0.25)
+                .powf(1.0 / p as f64)
                 .max(0.5 * body);
             profile.bytes() / memory / 1e3
         };

@@ -278,6 +278,17 @@ fn schedule(n: usize, d: f64, d_last: f64, p: usize, arrival: f64) -> f64 {
     finish
 }
 
+/// Exponent of the smooth maximum in which a launch's compute and memory times
+/// add up: they overlap, but not perfectly (1 would be a sum, ∞ a maximum).
+/// Calibration solves the same formula for memory time.
+pub const OVERLAP_EXPONENT: i32 = 4;
+
+/// `(a^p + b^p)^(1/p)` with `p` = [`OVERLAP_EXPONENT`].
+pub fn smooth_max(a: f64, b: f64) -> f64 {
+    let p = OVERLAP_EXPONENT;
+    (a.powi(p) + b.powi(p)).powf(1.0 / p as f64)
+}
+
 /// How the pieces of a prediction add up (for diagnostics and reports).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Breakdown {
@@ -451,8 +462,7 @@ impl CostModel {
             one + f * (all - one)
         };
         let memory = bytes / bw / 1e3;
-        // Compute and traffic overlap, but not perfectly: a smooth maximum.
-        let body = (compute.powi(4) + memory.powi(4)).powf(0.25);
+        let body = smooth_max(compute, memory);
         Breakdown {
             overhead_us: overhead,
             compute_us: compute,

@@ -290,6 +290,11 @@ impl Planner {
         search::local_candidates(p, self.backend.width(), self.attention_local(p))
     }
 
+    /// [`Planner::locals`] that run distinct code (see [`search::distinct_locals`]).
+    fn distinct_locals(&self, p: &LaunchProfile) -> Vec<usize> {
+        search::distinct_locals(p, self.backend.width(), &self.locals(p))
+    }
+
     fn best<I: IntoIterator<Item = Plan>>(plans: I) -> Plan {
         plans
             .into_iter()
@@ -387,8 +392,7 @@ impl Planner {
     /// Every candidate of the joint space local × block × grain, with the
     /// model's prediction (`locals` that run identical code are kept once).
     pub fn joint_space(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let w = self.backend.width();
-        let locals = search::distinct_locals(p, w, &self.locals(p));
+        let locals = self.distinct_locals(p);
         let mut v = Vec::new();
         for &local in &locals {
             for block in search::block_candidates(p) {
@@ -408,7 +412,7 @@ impl Planner {
     fn auto_on_caller(&self, p: &LaunchProfile) -> Plan {
         let block = p.segment_rows();
         Self::best(
-            search::distinct_locals(p, self.backend.width(), &self.locals(p))
+            self.distinct_locals(p)
                 .into_iter()
                 .map(|local| self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)),
         )
@@ -529,7 +533,7 @@ impl Planner {
         // Where `local` changes no output bit, the other locals too: the model
         // ranks them by a few percent it cannot resolve.
         if local_is_free(p) {
-            for local in search::distinct_locals(p, self.backend.width(), &self.locals(p)) {
+            for local in self.distinct_locals(p) {
                 push(
                     &mut out,
                     self.plan_of(p, LaunchConfig { local, ..c }, first.grain),
