@@ -1,6 +1,8 @@
 //! One small launch on the caller, many times, directly and through the graph
 //! executor (fused and unfused): for instruction counts
 //! (`valgrind --tool=callgrind target/release/examples/small_launch rmsnorm 17x65 10000`).
+//! An optional fourth argument sets `local` (default: the planner's default
+//! geometry, one step per row).
 
 use taskgrain::ops::{Op, OwnedInputs, Shape};
 use taskgrain::pool::Grain;
@@ -16,7 +18,10 @@ fn main() -> Result<(), taskgrain::Error> {
         ..RuntimeConfig::default()
     })?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
-    let config = taskgrain::plan::default_config(op, &shape, 8);
+    let mut config = taskgrain::plan::default_config(op, &shape, 8);
+    if let Some(local) = args.get(4).and_then(|l| l.parse().ok()) {
+        config.local = local;
+    }
     let launch = rt.prepare(inputs.view(), &shape, config)?;
     let mut out = vec![0.0f32; taskgrain::ops::output_len(&shape)];
     let t = std::time::Instant::now();
@@ -24,7 +29,11 @@ fn main() -> Result<(), taskgrain::Error> {
         rt.launch(&launch, Grain::Caller, &mut out)?;
     }
     let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
-    println!("{} {shape}: {us:.3} µs per call", launch.variant());
+    println!(
+        "{} {shape} local {}: {us:.3} µs per call",
+        launch.variant(),
+        config.local
+    );
     // The same geometry through the graph executor, fused and unfused.
     let (tensors, n) = inputs.view().tensors();
     for fusion in [true, false] {

@@ -6,7 +6,7 @@
 //! Small rows go in batches: a batch's sums first, its scales in one vectorized
 //! step, then its outputs, so no row waits on its own divide and square root.
 
-use super::rows::{RowKernel, each_row, fold};
+use super::rows::{RowKernel, each_row, fold_n};
 use crate::packet::Packet;
 use crate::simt::{PacketVisitor, RowSchedule};
 use std::ops::Range;
@@ -23,13 +23,14 @@ pub struct RmsNorm<'a> {
     pub w: &'a [f32],
 }
 
-struct SumSq<'r, P: Packet> {
+/// Σx² of one row into `A` packet accumulators (see [`RowSchedule`]).
+struct SumSq<'r, P: Packet, const A: usize> {
     p: P,
     x: &'r [f32],
-    acc: [P::V; 8],
+    acc: [P::V; A],
 }
 
-impl<P: Packet> PacketVisitor for SumSq<'_, P> {
+impl<P: Packet, const A: usize> PacketVisitor for SumSq<'_, P, A> {
     const W: usize = P::W;
     #[inline(always)]
     fn full(&mut self, col: usize, acc: usize) {
@@ -119,49 +120,91 @@ fn scale(sum_sq: f32, cols: usize) -> f32 {
 }
 
 impl RmsNorm<'_> {
-    /// Σx² of row `r`, in the schedule's reduction order.
+    /// Σx² of row `x`, in the schedule's reduction order (`A` is its accumulator count).
     #[inline(always)]
-    fn sum_sq<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize) -> f32 {
-        let c = sched.cols();
+    fn sum_sq<P: Packet, const A: usize>(p: P, sched: &RowSchedule, x: &[f32]) -> f32 {
         let mut sum = SumSq {
             p,
-            x: &self.x[r * c..(r + 1) * c],
-            acc: [p.zero(); 8],
+            x,
+            acc: [p.zero(); A],
         };
-        sched.visit(&mut sum);
-        p.reduce_add(fold(p, &mut sum.acc, sched.accumulators()))
+        sched.visit_with::<_, A>(&mut sum);
+        p.reduce_add(fold_n(sum.acc, |a, b| p.add(a, b)))
     }
 
-    /// Writes row `r` scaled by `s` into `y`, prefetching row `next` of x (if any).
+    /// Σx² of row `x`, dispatching on the schedule's accumulator count.
     #[inline(always)]
-    fn apply<P: Packet>(
-        &self,
-        p: P,
-        sched: &RowSchedule,
-        r: usize,
-        s: f32,
-        next: Option<usize>,
-        y: &mut [f32],
-    ) {
+    fn sum_sq_any<P: Packet>(p: P, sched: &RowSchedule, x: &[f32]) -> f32 {
+        match sched.accumulators() {
+            1 => Self::sum_sq::<P, 1>(p, sched, x),
+            2 => Self::sum_sq::<P, 2>(p, sched, x),
+            4 => Self::sum_sq::<P, 4>(p, sched, x),
+            _ => Self::sum_sq::<P, 8>(p, sched, x),
+        }
+    }
+
+    /// Writes row `r` scaled by `s` into `y`, prefetching row `r + 1` of x (if any).
+    #[inline(always)]
+    fn apply<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, s: f32, y: &mut [f32]) {
         let c = sched.cols();
         let v = Scale {
             p,
             x: &self.x[r * c..(r + 1) * c],
-            next: next
-                .and_then(|n| self.x.get(n * c..(n + 1) * c))
-                .unwrap_or(&[]),
+            next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
             // Exactly `c` long, like x: one bounds check per packet covers all three.
             w: &self.w[..c],
             y: &mut y[..c],
             s: p.splat(s),
         };
-        match (next.is_some(), sched.streams()) {
-            (false, streams) => {
-                debug_assert!(!streams, "only small, unstreamed rows skip the prefetch");
-                v.visit::<false, false>(sched)
+        if sched.streams() {
+            v.visit::<true, true>(sched)
+        } else {
+            v.visit::<true, false>(sched)
+        }
+    }
+
+    /// Rows `rows` of at most [`BATCHED_ROW_BYTES`], in batches of [`BATCH`],
+    /// with the schedule's accumulator count `A` fixed for the whole group.
+    #[inline(always)]
+    fn batched<P: Packet, const A: usize>(
+        &self,
+        p: P,
+        sched: &RowSchedule,
+        rows: Range<usize>,
+        out: &mut [f32],
+        out_row_len: usize,
+    ) {
+        let c = sched.cols();
+        let x = &self.x[rows.start * c..rows.end * c];
+        let w = &self.w[..c];
+        // Rows by index, not `chunks_exact`: its lengths cost a division by `c`.
+        let mut first = 0;
+        while first < rows.len() {
+            let n = (rows.len() - first).min(BATCH);
+            let row = |i: usize| &x[(first + i) * c..(first + i + 1) * c];
+            let mut scales = [0.0f32; BATCH];
+            for (i, s) in scales[..n].iter_mut().enumerate() {
+                *s = Self::sum_sq::<P, A>(p, sched, row(i));
             }
-            (true, true) => v.visit::<true, true>(sched),
-            (true, false) => v.visit::<true, false>(sched),
+            // All BATCH lanes at once (unused ones are ignored): one vector
+            // division and square root instead of one chain per row.
+            for s in &mut scales {
+                *s = scale(*s, c);
+            }
+            // Small rows need no prefetch (the hardware prefetcher keeps up) and
+            // are not streamed (the caller checks).
+            for (i, &s) in scales[..n].iter().enumerate() {
+                let y = &mut out[(first + i) * out_row_len..][..c];
+                sched.visit_with::<_, A>(&mut Scale::<P, false, false> {
+                    p,
+                    x: row(i),
+                    next: &[],
+                    w,
+                    y,
+                    s: p.splat(s),
+                });
+            }
+            first += n;
         }
     }
 }
@@ -169,8 +212,9 @@ impl RmsNorm<'_> {
 impl RowKernel for RmsNorm<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
-        let s = scale(self.sum_sq(p, sched, r), sched.cols());
-        self.apply(p, sched, r, s, Some(r + 1), y);
+        let c = sched.cols();
+        let s = scale(Self::sum_sq_any(p, sched, &self.x[r * c..(r + 1) * c]), c);
+        self.apply(p, sched, r, s, y);
     }
 
     #[inline(always)]
@@ -186,24 +230,11 @@ impl RowKernel for RmsNorm<'_> {
         if out_row_len * 4 > BATCHED_ROW_BYTES || sched.streams() {
             return each_row(self, p, sched, rows, out, out_row_len);
         }
-        let mut first = rows.start;
-        for ys in out.chunks_mut(BATCH * out_row_len) {
-            let n = ys.len() / out_row_len;
-            let mut scales = [0.0f32; BATCH];
-            for (i, s) in scales[..n].iter_mut().enumerate() {
-                *s = self.sum_sq(p, sched, first + i);
-            }
-            // All BATCH lanes at once (unused ones are ignored): one vector
-            // division and square root instead of one chain per row.
-            for s in &mut scales {
-                *s = scale(*s, sched.cols());
-            }
-            // Small rows need no prefetch (the hardware prefetcher keeps up) and
-            // are not streamed (checked above).
-            for (i, y) in ys.chunks_exact_mut(out_row_len).enumerate() {
-                self.apply(p, sched, first + i, scales[i], None, y);
-            }
-            first += n;
+        match sched.accumulators() {
+            1 => self.batched::<P, 1>(p, sched, rows, out, out_row_len),
+            2 => self.batched::<P, 2>(p, sched, rows, out, out_row_len),
+            4 => self.batched::<P, 4>(p, sched, rows, out, out_row_len),
+            _ => self.batched::<P, 8>(p, sched, rows, out, out_row_len),
         }
     }
 }

@@ -105,13 +105,24 @@ pub fn fold_max<P: Packet>(p: P, acc: &mut [P::V; 8], a: usize) -> P::V {
 #[inline(always)]
 fn fold_with<V: Copy>(acc: &[V; 8], a: usize, f: impl Fn(V, V) -> V) -> V {
     match a {
-        1 => acc[0],
-        2 => f(acc[0], acc[1]),
-        4 => f(f(acc[0], acc[2]), f(acc[1], acc[3])),
-        _ => {
-            let (a0, a1) = (f(acc[0], acc[4]), f(acc[1], acc[5]));
-            let (a2, a3) = (f(acc[2], acc[6]), f(acc[3], acc[7]));
-            f(f(a0, a2), f(a1, a3))
-        }
+        1 => fold_n::<V, 1>(acc[..1].try_into().expect("1 of 8"), f),
+        2 => fold_n::<V, 2>(acc[..2].try_into().expect("2 of 8"), f),
+        4 => fold_n::<V, 4>(acc[..4].try_into().expect("4 of 8"), f),
+        _ => fold_n::<V, 8>(*acc, f),
     }
+}
+
+/// Folds `A` (1, 2, 4 or 8) accumulators pairwise with `f`:
+/// `acc[i] = f(acc[i], acc[i + n])` for `n` = A/2, A/4, …, 1, then `acc[0]`.
+/// The order of [`fold`], for accumulators held in an array of length `A`.
+#[inline(always)]
+pub fn fold_n<V: Copy, const A: usize>(mut acc: [V; A], f: impl Fn(V, V) -> V) -> V {
+    let mut n = A / 2;
+    while n > 0 {
+        for i in 0..n {
+            acc[i] = f(acc[i], acc[i + n]);
+        }
+        n /= 2;
+    }
+    acc[0]
 }

@@ -330,6 +330,8 @@ pub struct RowSchedule {
     width: usize,
     full_packet: bool,
     accumulators: usize,
+    /// `local` is a multiple of `width`: steps tile a row without gaps.
+    contiguous: bool,
     stream: bool,
 }
 
@@ -348,6 +350,7 @@ impl RowSchedule {
             width,
             full_packet: mode.full_packet(),
             accumulators,
+            contiguous: local.is_multiple_of(width),
             stream: false,
         }
     }
@@ -388,69 +391,139 @@ impl RowSchedule {
     /// Visits every packet of one row in SIMT order.
     #[inline(always)]
     pub fn visit<V: PacketVisitor>(&self, v: &mut V) {
-        if self.local.is_multiple_of(self.width) {
+        match self.accumulators {
+            1 => self.visit_with::<V, 1>(v),
+            2 => self.visit_with::<V, 2>(v),
+            4 => self.visit_with::<V, 4>(v),
+            _ => self.visit_with::<V, 8>(v),
+        }
+    }
+
+    /// [`RowSchedule::visit`] with the accumulator count `A` known at compile
+    /// time: `A` must be [`RowSchedule::accumulators`]. A kernel that runs many
+    /// small rows dispatches on `A` once per group instead of once per pass, and
+    /// indexes its accumulators only with constants, so they stay in registers.
+    #[inline(always)]
+    pub fn visit_with<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
+        debug_assert_eq!(A, self.accumulators, "visit_with needs the schedule's A");
+        if self.contiguous {
             // Steps tile the row without gaps: packets are contiguous and
             // packet q reduces into accumulator q mod A (A divides the slots per step).
-            match self.accumulators {
-                1 => self.contiguous::<V, 1>(v),
-                2 => self.contiguous::<V, 2>(v),
-                4 => self.contiguous::<V, 4>(v),
-                _ => self.contiguous::<V, 8>(v),
-            }
+            self.contiguous::<V, A>(v)
         } else {
-            let a = self.accumulators;
             for s in RowSteps::new(
                 self.cols,
                 self.local,
                 self.width,
                 PacketMode::from_switch(self.full_packet),
             ) {
-                if s.full {
-                    v.full(s.col, s.slot % a);
-                } else {
-                    v.masked(s.col, s.lanes, s.slot % a);
+                // A constant index per arm, as in the contiguous tail.
+                let slot = s.slot % A;
+                for j in 0..A {
+                    if j == slot {
+                        if s.full {
+                            v.full(s.col, j);
+                        } else {
+                            v.masked(s.col, s.lanes, j);
+                        }
+                    }
                 }
             }
         }
     }
 
-    /// The tail's accumulator index is made a compile-time constant, so that a
-    /// reduction's accumulators can stay in registers.
+    /// Full packet `q` of a contiguous row (masked with all lanes live unless
+    /// `FULL`), reducing into accumulator `acc`. A method rather than a
+    /// closure: closures do not inherit the caller's target features, and an
+    /// uninlined one runs the packet code without them.
+    #[inline(always)]
+    fn packet<V: PacketVisitor, const FULL: bool>(&self, v: &mut V, q: usize, acc: usize) {
+        if FULL {
+            v.full(q * V::W, acc)
+        } else {
+            v.masked(q * V::W, V::W, acc)
+        }
+    }
+
+    /// The partial last packet of a contiguous row, reducing into `acc`.
+    #[inline(always)]
+    fn tail_packet<V: PacketVisitor>(&self, v: &mut V, acc: usize) {
+        let (w, packets) = (V::W, self.cols / V::W);
+        if V::OVERLAPPING_TAIL && self.full_packet && packets > 0 {
+            v.full(self.cols - w, acc);
+        } else {
+            v.masked(packets * w, self.cols % w, acc);
+        }
+    }
+
+    /// Visits a row whose steps tile it without gaps: packet `q` reduces into
+    /// accumulator `q mod A`.
+    ///
+    /// For reductions every accumulator index is a compile-time constant, so
+    /// that the `A` accumulators stay in registers: packets run in blocks of 8
+    /// (A divides 8, so packet `q + j` of a block starting at a multiple of 8
+    /// reduces into `j mod A`), then the last < 8 packets and the tail
+    /// unrolled, each at its own constant index.
     #[inline(always)]
     fn contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
         debug_assert_eq!(V::W, self.width, "visitor and schedule widths differ");
-        let w = V::W;
-        let packets = self.cols / w;
+        let packets = self.cols / V::W;
+        let tail = self.cols % V::W;
         let mut q = 0;
-        if self.full_packet {
-            while !V::ONE_PER_ITERATION && q + 8 <= packets {
-                for j in 0..8 {
-                    v.full((q + j) * w, j % A);
-                }
-                q += 8;
-            }
-            while q < packets {
-                v.full(q * w, q % A);
-                q += 1;
-            }
-        } else {
-            while q < packets {
-                v.masked(q * w, w, q % A);
-                q += 1;
-            }
-        }
-        let tail = self.cols % w;
-        if tail > 0 {
-            let col = packets * w;
-            let last = packets % A;
-            for j in 0..A {
-                if j == last {
-                    if V::OVERLAPPING_TAIL && self.full_packet && packets > 0 {
-                        v.full(self.cols - w, j);
-                    } else {
-                        v.masked(col, tail, j);
+        if V::ONE_PER_ITERATION || V::OVERLAPPING_TAIL {
+            // Element-wise visitors (the accumulator is only passed along):
+            // loops, unrolled eight times unless the body is long.
+            if self.full_packet {
+                while !V::ONE_PER_ITERATION && q + 8 <= packets {
+                    for j in 0..8 {
+                        v.full((q + j) * V::W, j % A);
                     }
+                    q += 8;
                 }
+                while q < packets {
+                    v.full(q * V::W, q % A);
+                    q += 1;
+                }
+            } else {
+                while q < packets {
+                    v.masked(q * V::W, V::W, q % A);
+                    q += 1;
+                }
+            }
+            if tail > 0 {
+                self.tail_packet(v, packets % A);
+            }
+            return;
+        }
+        // The packet mode is a compile-time constant here (branches between
+        // the unrolled packets would cost the accumulators their registers).
+        if self.full_packet {
+            self.reduce::<V, A, true>(v)
+        } else {
+            self.reduce::<V, A, false>(v)
+        }
+    }
+
+    /// The reduction path of [`RowSchedule::contiguous`] in one packet mode.
+    #[inline(always)]
+    fn reduce<V: PacketVisitor, const A: usize, const FULL: bool>(&self, v: &mut V) {
+        let packets = self.cols / V::W;
+        let mut q = 0;
+        while q + 8 <= packets {
+            for j in 0..8 {
+                self.packet::<V, FULL>(v, q + j, j % A);
+            }
+            q += 8;
+        }
+        // q is a multiple of 8: packet q + j reduces into j mod A, and so does
+        // the tail packet (number `packets`) at j = packets − q.
+        let rest = packets - q;
+        let tail = self.cols % V::W;
+        for j in 0..8 {
+            if j < rest {
+                self.packet::<V, FULL>(v, q + j, j % A);
+            } else if j == rest && tail > 0 {
+                self.tail_packet(v, j % A);
             }
         }
     }
