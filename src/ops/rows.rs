@@ -105,10 +105,10 @@ pub fn fold_max<P: Packet>(p: P, acc: &mut [P::V; 8], a: usize) -> P::V {
 #[inline(always)]
 fn fold_with<V: Copy>(acc: &[V; 8], a: usize, f: impl Fn(V, V) -> V) -> V {
     match a {
-        1 => fold_n::<V, 1>(acc[..1].try_into().expect("1 of 8"), f),
-        2 => fold_n::<V, 2>(acc[..2].try_into().expect("2 of 8"), f),
-        4 => fold_n::<V, 4>(acc[..4].try_into().expect("4 of 8"), f),
-        _ => fold_n::<V, 8>(*acc, f),
+        1 => fold_n([acc[0]], f),
+        2 => fold_n([acc[0], acc[1]], f),
+        4 => fold_n([acc[0], acc[1], acc[2], acc[3]], f),
+        _ => fold_n(*acc, f),
     }
 }
 

@@ -409,7 +409,7 @@ impl RowSchedule {
         if self.contiguous {
             // Steps tile the row without gaps: packets are contiguous and
             // packet q reduces into accumulator q mod A (A divides the slots per step).
-            self.contiguous::<V, A>(v)
+            self.visit_contiguous::<V, A>(v)
         } else {
             for s in RowSteps::new(
                 self.cols,
@@ -465,7 +465,7 @@ impl RowSchedule {
     /// reduces into `j mod A`), then the last < 8 packets and the tail
     /// unrolled, each at its own constant index.
     #[inline(always)]
-    fn contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
+    fn visit_contiguous<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
         debug_assert_eq!(V::W, self.width, "visitor and schedule widths differ");
         let packets = self.cols / V::W;
         let tail = self.cols % V::W;
@@ -504,7 +504,7 @@ impl RowSchedule {
         }
     }
 
-    /// The reduction path of [`RowSchedule::contiguous`] in one packet mode.
+    /// The reduction path of [`RowSchedule::visit_contiguous`] in one packet mode.
     #[inline(always)]
     fn reduce<V: PacketVisitor, const A: usize, const FULL: bool>(&self, v: &mut V) {
         let packets = self.cols / V::W;
