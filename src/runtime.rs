@@ -422,13 +422,22 @@ impl Runtime {
             Planning::Chosen(choose) => {
                 let profile = graph::exec::node_profile(graph, i)?;
                 let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
-                    let l = prepare(c)?;
-                    self.time_launches(l.tiling(), g, dst, n, &|k, o| l.run_group(k, o))
+                    match prepare(c) {
+                        Ok(ref l) => {
+                            self.time_launches(l.tiling(), g, dst, n, &|k, o| l.run_group(k, o))
+                        }
+                        Err(e) => Err(e),
+                    }
                 };
                 choose(i, &profile, &mut measure)?
             }
         };
-        launch(&prepare(config)?, grain, dst)
+        // Borrowed where it was built (`ref`): a prepared launch is a few
+        // hundred bytes, and moving it out of its `Result` is a memcpy per call.
+        match prepare(config) {
+            Ok(ref l) => launch(l, grain, dst),
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for

@@ -1,7 +1,7 @@
 //! `taskgrain run`: one operator, one shape, timed and optionally checked.
 
 use super::{Outcome, parse_switch};
-use crate::bench::timing::{median, time_calls};
+use crate::bench::timing::{calls_for, median, time_calls, time_samples};
 use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
@@ -52,7 +52,9 @@ pub(super) struct RunArgs {
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Timed calls after warm-up.
+    /// Timed samples after warm-up: one call each, or for calls under
+    /// 5 µs as many back-to-back calls as make a sample last 5 µs (the clock
+    /// read itself costs tens of ns); p50 is the median µs per call of the samples.
     #[arg(long, default_value_t = 100)]
     reps: usize,
     /// Check the output against the f64 reference (exit 1 if it fails).
@@ -87,6 +89,9 @@ struct LaunchReport {
     predicted_us: f64,
 }
 
+/// Shortest timed sample, µs: shorter calls are timed several to a sample.
+const SAMPLE_US: f64 = 5.0;
+
 #[derive(Serialize)]
 struct RunReport {
     op: String,
@@ -108,6 +113,8 @@ struct RunReport {
     tasks: usize,
     helped_pct: f64,
     reps: usize,
+    /// Back-to-back calls per timed sample (1 unless a call is under [`SAMPLE_US`]).
+    calls_per_sample: usize,
     p50_us: f64,
     bytes: usize,
     gbps: f64,
@@ -208,13 +215,18 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     // A failing launch (a kernel panic) ends the run with its error before timing.
     let first = runtime.run_planned(&graph, tensors, &mut out, &plans)?;
     let mut helped = 0usize;
+    let mut calls = 0usize;
     let mut failure = None;
-    let times = time_calls(3, args.reps, || {
+    let mut call = || {
+        calls += 1;
         match runtime.run_planned(&graph, tensors, &mut out, &plans) {
             Ok(stats) => helped += stats.helped as usize,
             Err(e) => failure = Some(e),
         }
-    });
+    };
+    let single_us = median(&time_calls(3, 5, &mut call));
+    let per_sample = calls_for(single_us, SAMPLE_US);
+    let times = time_samples(0, args.reps, per_sample, &mut call);
     if let Some(e) = failure {
         return Err(e);
     }
@@ -271,8 +283,9 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
         workers_requested: runtime.pool().workers_requested(),
         workers_granted: runtime.pool().workers_granted(),
         tasks: first.tasks,
-        helped_pct: 100.0 * helped as f64 / (args.reps + 3) as f64,
+        helped_pct: 100.0 * helped as f64 / calls as f64,
         reps: args.reps,
+        calls_per_sample: per_sample,
         p50_us: p50,
         bytes,
         gbps: bytes as f64 / p50 / 1e3,

@@ -162,6 +162,33 @@ fn sources<'a>(list: impl IntoIterator<Item = &'a [f32]>, in0_is_out: bool) -> S
     }
 }
 
+/// Checks that `tensor` resolves each of `ids` to a slice of its shape's length.
+#[inline]
+fn check_lengths<'a>(
+    graph: &Graph,
+    tensor: &dyn Fn(TensorId) -> &'a [f32],
+    ids: impl Iterator<Item = TensorId>,
+) -> Result<()> {
+    for t in ids {
+        let got = tensor(t).len();
+        if got != graph.tensor(t).shape.len() {
+            return Err(length_mismatch(graph, t, got));
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+fn length_mismatch(graph: &Graph, t: TensorId, got: usize) -> Error {
+    let want = graph.tensor(t);
+    Error::ShapeMismatch(format!(
+        "tensor {} {} needs {} elements, got {got}",
+        want.name,
+        want.shape,
+        want.shape.len()
+    ))
+}
+
 impl<'a> NodeLaunch<'a> {
     /// Binds node `index` of `graph` to `tensor` (which resolves every tensor id
     /// the node reads) with geometry `config`.
@@ -187,6 +214,18 @@ impl<'a> NodeLaunch<'a> {
             ));
         }
         let node: &'a Node = &graph.nodes()[index];
+        let compiled = match graph.operator() {
+            Some((op, shape)) if graph.launches() == 1 && node.epilogue.is_none() => {
+                Some((op, shape))
+            }
+            _ => None,
+        };
+        // A compiled operator reads the graph's inputs, a graph kernel its node's.
+        if compiled.is_some() {
+            check_lengths(graph, tensor, graph.inputs().iter().copied())?;
+        } else {
+            check_lengths(graph, tensor, node.reads())?;
+        }
         let w = backend.width();
         let out: TensorShape = graph.tensor(node.output).shape;
         // Streaming is the operator kernels' choice (`ops::streams_output`), and
@@ -196,8 +235,11 @@ impl<'a> NodeLaunch<'a> {
         let stream = node.epilogue.is_none();
         let input = |k: usize| tensor(node.inputs[k]);
         let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
+        // The graph validated its shapes when it was built, and every tensor
+        // a kernel reads is checked against its shape's length (`check_lengths`):
+        // the operator's inputs need no second validation per call.
         let op = |op: Op, shape: Shape, list: &[&'a [f32]]| -> Result<Prepared<'a>> {
-            let inputs = OpInputs::new(op, &shape, list)?;
+            let inputs = OpInputs::bind(op, list);
             let launch = ops::prepare_checked(inputs, &shape, backend, config, mode)?;
             let streams = launch.streams() && stream;
             Ok(launch.with_stream(streams))
@@ -213,12 +255,6 @@ impl<'a> NodeLaunch<'a> {
                     config.local
                 )))
             }
-        };
-        let compiled = match graph.operator() {
-            Some((op, shape)) if graph.launches() == 1 && node.epilogue.is_none() => {
-                Some((op, shape))
-            }
-            _ => None,
         };
         let (body, tiling, sched) = match &node.kernel {
             _ if compiled.is_some() => {

@@ -139,8 +139,18 @@ impl<'a> OpInputs<'a> {
                 )));
             }
         }
+        Ok(Self::bind(op, tensors))
+    }
+
+    /// The inputs of `op` from slices that are known to fit its shape (a graph
+    /// launch's tensors, whose lengths the executor checked for the whole call):
+    /// the per-call path, without [`OpInputs::new`]'s checks. `tensors` holds
+    /// exactly `op`'s inputs, in the order of [`input_names`].
+    #[inline]
+    pub(crate) fn bind(op: Op, tensors: &[&'a [f32]]) -> Self {
+        debug_assert_eq!(tensors.len(), input_names(op).len());
         let t = tensors;
-        Ok(match op {
+        match op {
             Op::RmsNorm => OpInputs::RmsNorm { x: t[0], w: t[1] },
             Op::LayerNorm => OpInputs::LayerNorm {
                 x: t[0],
@@ -163,7 +173,7 @@ impl<'a> OpInputs<'a> {
                 k: t[1],
                 v: t[2],
             },
-        })
+        }
     }
 
     /// The operator these inputs are for.

@@ -112,8 +112,10 @@ pub fn prepare<'a>(
     prepare_checked(inputs, shape, backend, config, mode)
 }
 
-/// [`prepare`] for inputs that [`OpInputs::new`] has just checked against
-/// `shape` (which validated the shape): the per-call path of a graph launch.
+/// [`prepare`] for inputs known to fit a valid `shape` (checked by
+/// [`OpInputs::new`], or by the graph executor for a whole call): the per-call
+/// path of a graph launch.
+#[inline]
 pub(crate) fn prepare_checked<'a>(
     inputs: OpInputs<'a>,
     shape: &Shape,

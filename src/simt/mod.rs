@@ -58,11 +58,13 @@ pub struct Tiling {
 
 impl Tiling {
     /// `rows` rows of `row_len` elements in groups of `block` rows.
+    #[inline]
     pub fn rows(rows: usize, row_len: usize, block: usize) -> Result<Self> {
         Self::segmented(1, rows, row_len, block)
     }
 
     /// `segments` × `seg_rows` rows of `row_len` elements; groups never span two segments.
+    #[inline]
     pub fn segmented(
         segments: usize,
         seg_rows: usize,
