@@ -298,6 +298,9 @@ fn cli_run_reports_strategy_and_prediction() {
     assert_eq!(v["strategy"], "joint_tasks");
     assert!(v["predicted_us"].as_f64().unwrap() > 0.0);
     assert_eq!(v["ok"], true);
+    assert!(v["calls_per_sample"].as_u64().unwrap() >= 1);
+    assert_eq!(v["reps"], 5);
+    assert!(v["p50_us"].as_f64().unwrap() > 0.0);
     let bad = Command::new(env!("CARGO_BIN_EXE_taskgrain"))
         .args([
             "run",

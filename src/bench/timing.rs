@@ -90,4 +90,19 @@ mod tests {
         );
         assert!(median(&[]).is_nan());
     }
+
+    #[test]
+    fn samples_time_their_calls_back_to_back() {
+        let mut calls = 0;
+        let t = time_samples(2, 5, 7, || calls += 1);
+        assert_eq!(t.len(), 5);
+        assert_eq!(calls, 2 + 5 * 7);
+        assert!(t.iter().all(|&us| us >= 0.0));
+        // A sample of zero calls is one call.
+        let mut calls = 0;
+        assert_eq!(time_samples(0, 3, 0, || calls += 1).len(), 3);
+        assert_eq!(calls, 3);
+        assert_eq!(calls_for(0.35, 5.0), 15);
+        assert_eq!(calls_for(80.0, 5.0), 1);
+    }
 }
