@@ -1,12 +1,13 @@
-//! One small launch on the caller, many times, directly and through the graph
-//! executor (fused and unfused): for instruction counts
+//! One small launch on the caller, many times, directly, through the graph
+//! executor (fused and unfused) and through `Runtime::run` (the same plan, then
+//! `auto`): for instruction counts
 //! (`valgrind --tool=callgrind target/release/examples/small_launch rmsnorm 17x65 10000`).
 //! An optional fourth argument sets `local` (default: the planner's default
 //! geometry, one step per row).
 
 use taskgrain::ops::{Op, OwnedInputs, Shape};
 use taskgrain::pool::Grain;
-use taskgrain::runtime::{Runtime, RuntimeConfig};
+use taskgrain::runtime::{RunOptions, Runtime, RuntimeConfig};
 
 fn main() -> Result<(), taskgrain::Error> {
     let args: Vec<String> = std::env::args().collect();
@@ -46,6 +47,27 @@ fn main() -> Result<(), taskgrain::Error> {
         let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
         let variant = rt.graph_variant(&graph, &tensors[..n], &plans)?;
         println!("{variant} {shape}: {us:.3} µs per call");
+    }
+    // The library's own call: `Runtime::run` with the same geometry, on the
+    // caller, then planned by `auto` (its default; refined over the first calls).
+    let fixed = RunOptions {
+        config: Some(config),
+        grain: Some(Grain::Caller),
+        ..RunOptions::default()
+    };
+    for (name, opts) in [
+        ("Runtime::run, fixed", fixed),
+        ("Runtime::run, auto", RunOptions::default()),
+    ] {
+        for _ in 0..calls.min(1000) {
+            rt.run(inputs.view(), &shape, &mut out, &opts)?;
+        }
+        let t = std::time::Instant::now();
+        for _ in 0..calls {
+            rt.run(inputs.view(), &shape, &mut out, &opts)?;
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        println!("{name} {shape}: {us:.3} µs per call");
     }
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::plan::search::Measure;
 use crate::plan::{LaunchProfile, Plan, Planner, Strategy, tuning::TuningTable};
 use crate::pool::{Grain, LaunchStats, Pool, PoolConfig};
 use crate::simt::{GroupFn, PacketMode, Tiling};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -112,7 +112,7 @@ pub struct Runtime {
     planner: Planner,
     cache_dir: PathBuf,
     notes: Vec<String>,
-    graphs: Mutex<HashMap<GraphKey, Arc<Graph>>>,
+    graphs: Mutex<FxHashMap<GraphKey, Arc<Graph>>>,
     executor: Executor,
 }
 

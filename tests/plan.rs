@@ -85,6 +85,21 @@ fn auto_refines_then_matches_the_reference() {
         .unwrap();
     assert_eq!(plan.source, PlanSource::Refined);
     assert!(rt.planner().refined(&profile).is_some());
+    // The settled plan is remembered (same plan, prediction included) until a
+    // tuning search replaces it.
+    let again = rt.planner().plan_launch(Strategy::Auto, &profile);
+    assert_eq!(again.unwrap().unwrap(), plan);
+    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let tuned = rt
+        .plan_call(Strategy::Oracle, inputs.view(), &shape, &mut out)
+        .unwrap();
+    let after = rt
+        .planner()
+        .plan_launch(Strategy::Auto, &profile)
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.source, PlanSource::Tuned);
+    assert_eq!((after.config, after.grain), (tuned.config, tuned.grain));
 }
 
 #[test]

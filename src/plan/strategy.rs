@@ -10,7 +10,7 @@ use crate::ops::{LaunchConfig, Op, Shape, attention};
 use crate::packet::Backend;
 use crate::pool::Grain;
 use crate::simt::PacketMode;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -129,12 +129,15 @@ pub const REFINE_AFTER: u32 = 3;
 const REFINE_ALTERNATIVES: usize = 17;
 
 /// What the planner remembers of one launch: `auto` calls so far, the refined
-/// plan, and the tuning table's entry (looked up by its text key once).
+/// plan, the tuning table's entry (looked up by its text key once), and the
+/// `auto` plan they settle on, with its prediction, once it is known (so that
+/// later calls pay a lookup, not the cost model).
 #[derive(Clone, Copy, Debug, Default)]
 struct Seen {
     calls: u32,
     refined: Option<(LaunchConfig, Grain)>,
     tuned: Option<(LaunchConfig, Grain)>,
+    settled: Option<Plan>,
 }
 
 /// Chooses geometry and grain per strategy for one backend, worker count and
@@ -147,7 +150,8 @@ pub struct Planner {
     mode: PacketMode,
     model: CostModel,
     tuned: Mutex<TuningTable>,
-    seen: Mutex<HashMap<ProfileId, Seen>>,
+    /// Keyed with a fast hash: looked up twice per `auto` call.
+    seen: Mutex<FxHashMap<ProfileId, Seen>>,
 }
 
 impl Clone for Planner {
@@ -207,7 +211,7 @@ impl Planner {
             mode: PacketMode::FullPacket,
             model,
             tuned: Mutex::new(TuningTable::default()),
-            seen: Mutex::new(HashMap::new()),
+            seen: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -277,6 +281,16 @@ impl Planner {
             predicted_us: self.predict(p, config, grain),
             source: PlanSource::Model,
         }
+    }
+
+    /// The tuned or refined plan `(c, g)` of `p` as `auto`'s settled plan.
+    fn settle(&self, p: &LaunchProfile, c: LaunchConfig, g: Grain, source: PlanSource) -> Plan {
+        let plan = Plan {
+            source,
+            ..self.plan_of(p, c, g)
+        };
+        self.with_seen(p, |s| s.settled = Some(plan));
+        plan
     }
 
     fn attention_local(&self, p: &LaunchProfile) -> usize {
@@ -355,16 +369,11 @@ impl Planner {
                     legacy
                 }
             }
-            Strategy::Auto => match self.with_seen(p, |s| (s.tuned, s.refined)) {
-                (Some((c, g)), _) => Plan {
-                    source: PlanSource::Tuned,
-                    ..self.plan_of(p, c, g)
-                },
-                (None, Some((c, g))) => Plan {
-                    source: PlanSource::Refined,
-                    ..self.plan_of(p, c, g)
-                },
-                (None, None) => self.auto_plan(p),
+            Strategy::Auto => match self.with_seen(p, |s| (s.settled, s.tuned, s.refined)) {
+                (Some(plan), _, _) => plan,
+                (None, Some((c, g)), _) => self.settle(p, c, g, PlanSource::Tuned),
+                (None, None, Some((c, g))) => self.settle(p, c, g, PlanSource::Refined),
+                (None, None, None) => self.auto_plan(p),
             },
             Strategy::Oracle => {
                 let Some((c, g)) = self.with_seen(p, |s| s.tuned) else {
@@ -463,7 +472,10 @@ impl Planner {
         let pred: Vec<f64> = space.iter().map(|x| x.predicted_us).collect();
         let found = search::successive_halving(&cands, &pred, measure)?;
         let (config, grain) = found.candidate;
-        self.with_seen(p, |s| s.tuned = Some(found.candidate));
+        self.with_seen(p, |s| {
+            s.tuned = Some(found.candidate);
+            s.settled = None;
+        });
         lock(&self.tuned).entries.insert(
             self.key(p),
             Tuned {
@@ -580,7 +592,10 @@ impl Planner {
         let c: Vec<Candidate> = cands.iter().map(|x| (x.config, x.grain)).collect();
         let pred: Vec<f64> = cands.iter().map(|x| x.predicted_us).collect();
         let found = search::refine(&c, &pred, measure)?;
-        self.with_seen(p, |s| s.refined = Some(found.candidate));
+        self.with_seen(p, |s| {
+            s.refined = Some(found.candidate);
+            s.settled = None;
+        });
         Ok(Plan {
             source: PlanSource::Refined,
             ..self.plan_of(p, found.candidate.0, found.candidate.1)
