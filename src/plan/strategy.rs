@@ -140,6 +140,9 @@ struct Seen {
     settled: Option<Plan>,
 }
 
+/// A launch's tuned and refined choices, if any.
+type SearchState = (Option<(LaunchConfig, Grain)>, Option<(LaunchConfig, Grain)>);
+
 /// Chooses geometry and grain per strategy for one backend, worker count and
 /// packet mode. Holds the cost model, the tuning table (oracle results) and the
 /// run-time refinement state; a [`Runtime`](crate::runtime::Runtime) owns one.
@@ -283,13 +286,25 @@ impl Planner {
         }
     }
 
-    /// The tuned or refined plan `(c, g)` of `p` as `auto`'s settled plan.
-    fn settle(&self, p: &LaunchProfile, c: LaunchConfig, g: Grain, source: PlanSource) -> Plan {
-        let plan = Plan {
-            source,
-            ..self.plan_of(p, c, g)
+    /// `auto`'s plan of `p` from its tuned or refined choice (read together as
+    /// `state`), remembered as settled unless a search changed `state` meanwhile.
+    fn settle(&self, p: &LaunchProfile, state: SearchState) -> Plan {
+        let plan = match state {
+            (Some((c, g)), _) => Plan {
+                source: PlanSource::Tuned,
+                ..self.plan_of(p, c, g)
+            },
+            (None, Some((c, g))) => Plan {
+                source: PlanSource::Refined,
+                ..self.plan_of(p, c, g)
+            },
+            (None, None) => return self.auto_plan(p),
         };
-        self.with_seen(p, |s| s.settled = Some(plan));
+        self.with_seen(p, |s| {
+            if (s.tuned, s.refined) == state {
+                s.settled = Some(plan);
+            }
+        });
         plan
     }
 
@@ -369,11 +384,9 @@ impl Planner {
                     legacy
                 }
             }
-            Strategy::Auto => match self.with_seen(p, |s| (s.settled, s.tuned, s.refined)) {
-                (Some(plan), _, _) => plan,
-                (None, Some((c, g)), _) => self.settle(p, c, g, PlanSource::Tuned),
-                (None, None, Some((c, g))) => self.settle(p, c, g, PlanSource::Refined),
-                (None, None, None) => self.auto_plan(p),
+            Strategy::Auto => match self.with_seen(p, |s| (s.settled, (s.tuned, s.refined))) {
+                (Some(plan), _) => plan,
+                (None, state) => self.settle(p, state),
             },
             Strategy::Oracle => {
                 let Some((c, g)) = self.with_seen(p, |s| s.tuned) else {
