@@ -331,3 +331,37 @@ fn bad_bindings_are_typed_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("needs 32 elements, got 31"), "{e}");
 }
+
+#[test]
+fn a_builders_operator_kernel_still_validates_its_shape() {
+    // The builder checks that tensors chain, not the operator's own rules:
+    // Hq = 3 is not a multiple of Hkv = 2, which the launch must refuse.
+    let a = ops::AttnShape {
+        batch: 1,
+        q_heads: 3,
+        kv_heads: 2,
+        q_len: 2,
+        kv_len: 4,
+        dk: 8,
+        dv: 8,
+    };
+    let mut g = GraphBuilder::new();
+    let q = g.input("q", graph::ir::q_shape(&a));
+    let k = g.input("k", graph::ir::kv_shape(&a, a.dk));
+    let v = g.input("v", graph::ir::kv_shape(&a, a.dv));
+    let o = g.node(Kernel::Attention(a), &[q, k, v]).unwrap();
+    let graph = g.finish(o).unwrap();
+    let (qv, kv, vv) = (vec![0.0f32; 48], vec![0.0f32; 64], vec![0.0f32; 64]);
+    let inputs: [&[f32]; 3] = [&qv, &kv, &vv];
+    let mut out = vec![0.0f32; 48];
+    let rt = runtime(1, 4, PacketMode::FullPacket);
+    let local = ops::attention::local_for(&a, 4);
+    let plans = [(LaunchConfig { local, block: 1 }, Grain::Caller)];
+    let err = rt
+        .run_planned(&graph, &inputs, &mut out, &plans)
+        .unwrap_err();
+    assert!(
+        matches!(err, taskgrain::Error::BadDimension(ref m) if m.contains("Hkv")),
+        "{err}"
+    );
+}

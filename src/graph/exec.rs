@@ -235,10 +235,17 @@ impl<'a> NodeLaunch<'a> {
         let stream = node.epilogue.is_none();
         let input = |k: usize| tensor(node.inputs[k]);
         let row_sched = |cols: usize| RowSchedule::new(cols, config.local, w, mode);
-        // The graph validated its shapes when it was built, and every tensor
-        // a kernel reads is checked against its shape's length (`check_lengths`):
-        // the operator's inputs need no second validation per call.
+        // Every tensor a kernel reads is checked against its shape's length
+        // (`check_lengths`), and an operator's graph (`graph::op_graph`, the only
+        // graphs with an operator) validated its shape when it was built: their
+        // operator kernels need no second validation per call. A builder's graph
+        // checks only that its tensors chain, so its operator kernels still
+        // validate their shapes (Hq % Hkv, size limits) here.
+        let validated = graph.operator().is_some();
         let op = |op: Op, shape: Shape, list: &[&'a [f32]]| -> Result<Prepared<'a>> {
+            if !validated {
+                shape.validate(op)?;
+            }
             let inputs = OpInputs::bind(op, list);
             let launch = ops::prepare_checked(inputs, &shape, backend, config, mode)?;
             let streams = launch.streams() && stream;
