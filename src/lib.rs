@@ -3,6 +3,7 @@
 //! Data flows one way: `cli → bench → plan → runtime → pool → ops → simt/packet`.
 //! - [`packet`]: W-lane f32 SIMD per ISA, chosen at run time, and vector math.
 //! - [`simt`]: launch tiling into work-groups and the SIMT packet schedule of a row.
+//! - [`buffer`]: cache-line aligned tensor storage.
 //! - [`ops`]: the seven operators, each with an f64 reference.
 //! - [`pool`]: the worker pool that runs a launch in tasks of a chosen grain.
 //! - [`runtime`]: the value a caller owns: a pool, a backend, the packet mode.
@@ -10,6 +11,7 @@
 //! - [`bench`]: timing, suites, roofline, dispatch latency.
 
 pub mod bench;
+pub mod buffer;
 pub mod cli;
 pub mod error;
 pub mod graph;

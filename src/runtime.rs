@@ -1,15 +1,19 @@
 //! The runtime a caller creates and owns: a worker pool, a packet backend and the
 //! full-packet setting. Nothing here is global state.
 //!
+//! Any `&[f32]` will do for inputs and outputs; cache-line aligned ones
+//! ([`buffer`](crate::buffer)) run memory-bound operators fastest.
+//!
 //! ```
+//! use taskgrain::buffer;
 //! use taskgrain::ops::{OpInputs, Op, Shape};
 //! use taskgrain::runtime::{RunOptions, Runtime, RuntimeConfig};
 //!
 //! let rt = Runtime::new(RuntimeConfig::default())?;
 //! let (rows, cols) = (4, 64);
-//! let x = vec![1.0f32; rows * cols];
-//! let w = vec![1.0f32; cols];
-//! let mut y = vec![0.0f32; rows * cols];
+//! let x = buffer::filled(1.0, rows * cols);
+//! let w = vec![1.0f32; cols]; // a plain Vec works too
+//! let mut y = buffer::zeros(rows * cols);
 //! let shape = Shape::rows(rows, cols);
 //! let inputs = OpInputs::new(Op::RmsNorm, &shape, &[&x, &w])?;
 //! rt.run(inputs, &shape, &mut y, &RunOptions::default())?;

@@ -190,7 +190,7 @@ fn measure(op: Op, shape: Shape, backend: Backend) -> Result<Measured> {
         PacketMode::FullPacket,
     )?;
     let bytes = ops::traffic_bytes(op, &shape);
-    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let mut out = crate::buffer::zeros(ops::output_len(&shape));
     let mut time_op = |warmup, calls| {
         median(&time_calls(warmup, calls, || {
             launch
@@ -241,9 +241,9 @@ fn tail_check(op: Op, backend: Backend) -> Result<TailRow> {
             ops::prepare(i.view(), s, backend, config, PacketMode::FullPacket)
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut outs: Vec<Vec<f32>> = shapes
+    let mut outs: Vec<_> = shapes
         .iter()
-        .map(|s| vec![0.0; ops::output_len(s)])
+        .map(|s| crate::buffer::zeros(ops::output_len(s)))
         .collect();
     let elems: Vec<f64> = shapes.iter().map(|s| ops::output_len(s) as f64).collect();
     let (mut p50s, mut ratios) = ([Vec::new(), Vec::new()], Vec::new());

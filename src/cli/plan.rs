@@ -147,7 +147,7 @@ pub(super) fn tune(a: TuneArgs) -> Result<Outcome> {
         eprintln!("taskgrain: {n}");
     }
     let inputs = OwnedInputs::generate(op, shape, 1)?;
-    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let mut out = crate::buffer::zeros(ops::output_len(&shape));
     let profile = crate::plan::LaunchProfile::for_op(op, &shape)?;
     let t = std::time::Instant::now();
     let plan = runtime.planner().oracle(&profile, &mut |c, g, n| {

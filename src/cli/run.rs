@@ -159,7 +159,7 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     for n in runtime.notes() {
         eprintln!("taskgrain: {n}");
     }
-    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let mut out = crate::buffer::zeros(ops::output_len(&shape));
     let graph = runtime.graph(op, &shape, args.fusion)?;
     let (tensors, n) = inputs.view().tensors();
     let tensors = &tensors[..n];

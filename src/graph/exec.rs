@@ -6,6 +6,7 @@
 
 use super::ir::{Expr, Graph, Kernel, MAX_INPUTS, Node, TensorId, TensorShape};
 use super::kernels::{self, Logits, Sources};
+use crate::buffer::{self, AlignedBuf};
 use crate::error::{Error, Result};
 use crate::ops::softmax::softmax_row;
 use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, Prepared, Shape};
@@ -17,14 +18,15 @@ use std::sync::Mutex;
 /// Buffers for a graph's intermediates, indexed by tensor id.
 #[derive(Debug, Default)]
 pub struct Arena {
-    bufs: Vec<Vec<f32>>,
+    bufs: Vec<AlignedBuf>,
 }
 
 impl Arena {
     /// Sizes the buffers for `graph`'s intermediates (allocates only to grow).
     pub fn fit(&mut self, graph: &Graph) {
         if self.bufs.len() < graph.tensor_count() {
-            self.bufs.resize_with(graph.tensor_count(), Vec::new);
+            self.bufs
+                .resize_with(graph.tensor_count(), || buffer::zeros(0));
         }
         for t in graph.intermediates() {
             let len = graph.tensor(t).shape.len();
@@ -35,12 +37,12 @@ impl Arena {
     }
 
     /// Takes intermediate `t`'s buffer out (to be written), leaving it empty.
-    pub fn take(&mut self, t: TensorId) -> Vec<f32> {
-        std::mem::take(&mut self.bufs[t])
+    pub fn take(&mut self, t: TensorId) -> AlignedBuf {
+        std::mem::replace(&mut self.bufs[t], buffer::zeros(0))
     }
 
     /// Puts back a buffer taken with [`Arena::take`].
-    pub fn put(&mut self, t: TensorId, buf: Vec<f32>) {
+    pub fn put(&mut self, t: TensorId, buf: AlignedBuf) {
         self.bufs[t] = buf;
     }
 

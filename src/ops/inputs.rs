@@ -1,6 +1,7 @@
 //! Operator inputs: borrowed views checked against a shape, and seeded generation.
 
 use super::shape::{AttnShape, Op, Shape};
+use crate::buffer::{self, AlignedBuf};
 use crate::error::{Error, Result};
 
 /// Borrowed inputs of one operator call, checked against its shape.
@@ -209,7 +210,7 @@ impl<'a> OpInputs<'a> {
 pub struct OwnedInputs {
     op: Op,
     shape: Shape,
-    tensors: Vec<Vec<f32>>,
+    tensors: Vec<AlignedBuf>,
 }
 
 impl OwnedInputs {
@@ -268,14 +269,22 @@ impl OwnedInputs {
             }
             _ => lens.iter().map(|&n| normal(&mut rng, n)).collect(),
         };
-        Ok(OwnedInputs { op, shape, tensors })
+        Ok(OwnedInputs {
+            op,
+            shape,
+            tensors: tensors.iter().map(|t| buffer::from_slice(t)).collect(),
+        })
     }
 
     /// Wraps tensors given in the order of [`input_names`], checking their lengths.
     pub fn from_tensors(op: Op, shape: Shape, tensors: Vec<Vec<f32>>) -> Result<Self> {
         let slices: Vec<&[f32]> = tensors.iter().map(|t| t.as_slice()).collect();
         OpInputs::new(op, &shape, &slices)?;
-        Ok(OwnedInputs { op, shape, tensors })
+        Ok(OwnedInputs {
+            op,
+            shape,
+            tensors: tensors.iter().map(|t| buffer::from_slice(t)).collect(),
+        })
     }
 
     /// The operator.
@@ -288,13 +297,13 @@ impl OwnedInputs {
         self.shape
     }
 
-    /// The tensors, in the order of [`input_names`].
-    pub fn tensors(&self) -> &[Vec<f32>] {
+    /// The tensors, in the order of [`input_names`], each cache-line aligned.
+    pub fn tensors(&self) -> &[AlignedBuf] {
         &self.tensors
     }
 
     /// Mutable access to the tensors (for tests that plant special values).
-    pub fn tensors_mut(&mut self) -> &mut [Vec<f32>] {
+    pub fn tensors_mut(&mut self) -> &mut [AlignedBuf] {
         &mut self.tensors
     }
 

@@ -30,6 +30,7 @@ use super::cost::{
     ATTN_BLOCKS, Bandwidth, CostModel, GraphCost, KernelCost, OVERLAP_EXPONENT, ROW_OPS, WidthCost,
 };
 use super::profile::{LaunchProfile, Work};
+use crate::buffer;
 use crate::error::Result;
 use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, OwnedInputs, Shape};
 use crate::packet::Backend;
@@ -79,7 +80,7 @@ fn run_caller(
     inputs: &OwnedInputs,
 ) -> Result<f64> {
     let launch = ops::prepare(inputs.view(), shape, b, c, PacketMode::FullPacket)?;
-    let mut out = vec![0.0f32; ops::output_len(shape)];
+    let mut out = buffer::zeros(ops::output_len(shape));
     let _ = op;
     Ok(time_us(100.0, || {
         let _ = launch.run_on_caller(&mut out);
@@ -263,8 +264,9 @@ fn calibrate_bandwidth(
     let x: Vec<f32> = (0..max_rows * cols)
         .map(|i| (i % 251) as f32 / 64.0 - 2.0)
         .collect();
-    let weight = vec![1.0f32; cols];
-    let mut out = vec![0.0f32; max_rows * cols];
+    let x = buffer::from_slice(&x);
+    let weight = buffer::filled(1.0, cols);
+    let mut out = buffer::zeros(max_rows * cols);
     let mut curve = Vec::with_capacity(sizes.len());
     for &size in sizes {
         let rows = rows_of(size);
@@ -331,7 +333,7 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
         let inputs = OwnedInputs::generate(op, shape, 1)?;
         let view = inputs.view();
         let (list, n) = view.tensors();
-        let mut out = vec![0.0f32; ops::output_len(&shape)];
+        let mut out = buffer::zeros(ops::output_len(&shape));
         rt.run_graph(&graph, &list[..n], &mut out, &mut |_, p, measure| {
             let config = match p.work {
                 Work::Rows { rows, cols, .. } => LaunchConfig {

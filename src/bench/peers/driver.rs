@@ -692,7 +692,7 @@ fn run_row(
     // taskgrain: a checked call into a NaN-poisoned buffer, then an estimate.
     let pinned = pin();
     let opts = RunOptions::default();
-    let mut out = vec![f32::NAN; len];
+    let mut out = crate::buffer::filled(f32::NAN, len);
     rt.run(inputs.view(), shape, &mut out, &opts)?;
     let check = ops::compare(&out, &reference, tol);
     let taskgrain_ok = check.ok;

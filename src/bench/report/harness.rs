@@ -422,7 +422,7 @@ impl Harness {
             CandidateSet::Strategies(list) => {
                 let planner = self.planner();
                 let len = graph.tensor(graph.output()).shape.len();
-                let mut scratch = vec![0.0f32; len];
+                let mut scratch = crate::buffer::zeros(len);
                 let mut v = Vec::with_capacity(list.len());
                 for &s in list {
                     let mut plans = Vec::with_capacity(n);
@@ -491,7 +491,7 @@ impl Harness {
         // caches (its physical pages) can change a launch's time by 10–30 %, and
         // that must not be credited to one candidate's plan. Identical plans
         // measured this way pair at ≈ 1.0; with a buffer each they did not.
-        let mut out = vec![f32::NAN; len];
+        let mut out = crate::buffer::filled(f32::NAN, len);
         let mut problems = Vec::new();
         let mut ok = true;
         let mut max_abs_err = 0.0f64;
