@@ -2,6 +2,7 @@
 //! ceilings of this machine — a plain copy of the same bytes, and an FMA loop.
 
 use super::timing::{median, time_calls};
+use crate::buffer::{self, AlignedBuf};
 use crate::error::Result;
 use crate::ops::{self, Op, OwnedInputs, Shape};
 use crate::packet::{Backend, Packet, WithPacket, dispatch};
@@ -131,16 +132,17 @@ pub fn peak_gflops(backend: Backend) -> f64 {
 
 /// A plain copy of `bytes` in total (half read, half written), ready to time.
 struct CopyLoop {
-    src: Vec<f32>,
-    dst: Vec<f32>,
+    src: AlignedBuf,
+    dst: AlignedBuf,
 }
 
 impl CopyLoop {
     fn new(bytes: usize) -> Self {
         let n = (bytes / 8).max(1);
         CopyLoop {
-            src: (0..n).map(|i| i as f32).collect(),
-            dst: vec![0.0; n],
+            // Aligned like the operators' tensors, so the ceiling is as high.
+            src: buffer::from_slice(&(0..n).map(|i| i as f32).collect::<Vec<_>>()),
+            dst: buffer::zeros(n),
         }
     }
 
@@ -190,7 +192,7 @@ fn measure(op: Op, shape: Shape, backend: Backend) -> Result<Measured> {
         PacketMode::FullPacket,
     )?;
     let bytes = ops::traffic_bytes(op, &shape);
-    let mut out = crate::buffer::zeros(ops::output_len(&shape));
+    let mut out = buffer::zeros(ops::output_len(&shape));
     let mut time_op = |warmup, calls| {
         median(&time_calls(warmup, calls, || {
             launch
@@ -243,7 +245,7 @@ fn tail_check(op: Op, backend: Backend) -> Result<TailRow> {
         .collect::<Result<Vec<_>>>()?;
     let mut outs: Vec<_> = shapes
         .iter()
-        .map(|s| crate::buffer::zeros(ops::output_len(s)))
+        .map(|s| buffer::zeros(ops::output_len(s)))
         .collect();
     let elems: Vec<f64> = shapes.iter().map(|s| ops::output_len(s) as f64).collect();
     let (mut p50s, mut ratios) = ([Vec::new(), Vec::new()], Vec::new());

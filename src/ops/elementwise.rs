@@ -129,6 +129,11 @@ struct GeluRows<'r, P: Packet> {
     x: &'r [f32],
     r: &'r [f32],
     y: &'r mut [f32],
+    /// The next rows of x and r (empty for the last row), prefetched while
+    /// this one is computed, as softmax does (1024x4096 on one AVX2 worker:
+    /// 0.89–0.98× the time without, paired in one process).
+    x_next: &'r [f32],
+    r_next: &'r [f32],
     /// (column, tail lanes as bits) of the noted packets.
     deferred: [(usize, u32); DEFERRED],
     n: usize,
@@ -180,6 +185,8 @@ impl<P: Packet> PacketVisitor for GeluRows<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
+        p.prefetch(self.x_next, col);
+        p.prefetch(self.r_next, col);
         let (core, tail) = math::gelu_core(p, p.load_at(self.x, col));
         p.store_at(self.y, col, p.add(core, p.load_at(self.r, col)));
         let bits = p.lane_bits(tail);
@@ -211,6 +218,8 @@ impl RowKernel for GeluResidual<'_> {
             x: &self.x[r * c..(r + 1) * c],
             r: &self.r[r * c..(r + 1) * c],
             y: &mut y[..c],
+            x_next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
+            r_next: self.r.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
             deferred: [(0, 0); DEFERRED],
             n: 0,
         };
