@@ -16,6 +16,8 @@ The coefficients in math.rs came from (each takes a minute or two):
     python3 tools/fit_math.py erfs 1.5 8        # ERF_P: degree 8 in x^2 on |x| <= 1.5,
                                                 #   c0 = 2/sqrt(pi) exact (split hi/lo in Rust)
     python3 tools/fit_math.py erfl 1.5 4 abs 7 8  # ERFC_S: degree 7 in (u - 2.75)
+    python3 tools/fit_math.py gelu 2.5 8        # GELU_H: degree 8 in x^2 on |x| < 2.5,
+                                                #   relative error of Phi(x) = 1/2 + x h(x^2)
 """
 import sys
 import numpy as np
@@ -100,6 +102,16 @@ if __name__ == "__main__":
             show(f"erf small T={T} deg {deg}",
                  fit(lambda x: mp.erf(x) / x if x != 0 else 2 / mp.sqrt(mp.pi), 0, T, deg,
                      var=lambda x: x * x, fixed=(2 / mp.sqrt(mp.pi),)))
+    if what == "gelu":
+        # gelu(x) = x Phi(x), Phi(x) = 1/2 + x h(x^2), h(s) = erf(sqrt(s/2)) / (2 sqrt(s)):
+        # h fitted in s = x^2 for the relative error of Phi on the negative side (the
+        # worse one): weight x / Phi(-x)
+        X, deg = float(sys.argv[2]), int(sys.argv[3])
+        phi = lambda x: (1 + mp.erf(x / mp.sqrt(2))) / 2
+        h = lambda x: mp.erf(x / mp.sqrt(2)) / (2 * x) if x != 0 else 1 / mp.sqrt(2 * mp.pi)
+        show(f"gelu h on |x| < {X} deg {deg} in x^2",
+             fit(h, 0, X, deg, var=lambda x: x * x,
+                 weight=lambda x, y: (x + mp.mpf("1e-3")) / phi(-x), npts=200, iters=25))
     if what.startswith("erfl"):
         T, U = float(sys.argv[2]), float(sys.argv[3])
         mode = sys.argv[4]

@@ -113,7 +113,7 @@ const MAX_W: usize = 16;
 /// gelu_residual's row pass with gelu's tail deferred and its lanes gathered.
 ///
 /// A full packet stores [`math::gelu_core`] + r and notes the packet's tail lanes
-/// (|x| ≥ 2.12; about 3 % of N(0,1) data, so a quarter of the W8 packets have one)
+/// (|x| ≥ 2.5; about 1.2 % of N(0,1) data, so a tenth of the W8 packets have one)
 /// without a branch. The noted lanes are later gathered, `W` to a packet, and run
 /// through the whole gelu: the tail's exponential then costs once per `W` tail
 /// lanes instead of once per packet holding one. Every lane's value is exactly
@@ -122,20 +122,17 @@ const MAX_W: usize = 16;
 /// packets (7.0 ns per packet against 4.6 ns without a tail lane,
 /// `examples/math_throughput.rs`), and completing whole noted packets still
 /// cost one tail per noted packet: 257x1538 on one worker took 464 µs
-/// branching, 436 µs deferring packets and 354 µs gathering lanes. Never
-/// streams: a completed lane is stored twice.
+/// branching, 436 µs deferring packets and 354 µs gathering lanes (with the
+/// earlier tail at |x| ≥ 2.12). Never streams: a completed lane is stored twice.
 struct GeluRows<'r, P: Packet> {
     p: P,
     x: &'r [f32],
     r: &'r [f32],
     y: &'r mut [f32],
-    /// The next rows of x and r (empty for the last row), prefetched while
-    /// this one is computed, as softmax does (1024x4096 on one AVX2 worker:
-    /// 0.89–0.98× the time without, paired in one process).
-    x_next: &'r [f32],
-    r_next: &'r [f32],
-    /// (column, tail lanes as bits) of the noted packets.
-    deferred: [(usize, u32); DEFERRED],
+    /// (column, tail lanes as bits) of the noted packets: a separate
+    /// allocation, so that storing into it (at a run-time index) cannot alias
+    /// this struct's fields, which then stay in registers across the row.
+    deferred: &'r mut [(usize, u32); DEFERRED],
     n: usize,
 }
 
@@ -185,8 +182,6 @@ impl<P: Packet> PacketVisitor for GeluRows<'_, P> {
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
-        p.prefetch(self.x_next, col);
-        p.prefetch(self.r_next, col);
         let (core, tail) = math::gelu_core(p, p.load_at(self.x, col));
         p.store_at(self.y, col, p.add(core, p.load_at(self.r, col)));
         let bits = p.lane_bits(tail);
@@ -213,14 +208,13 @@ impl RowKernel for GeluResidual<'_> {
             !sched.streams(),
             "gelu_residual stores completed packets twice"
         );
+        let mut deferred = [(0, 0); DEFERRED];
         let mut rows = GeluRows {
             p,
             x: &self.x[r * c..(r + 1) * c],
             r: &self.r[r * c..(r + 1) * c],
             y: &mut y[..c],
-            x_next: self.x.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
-            r_next: self.r.get((r + 1) * c..(r + 2) * c).unwrap_or(&[]),
-            deferred: [(0, 0); DEFERRED],
+            deferred: &mut deferred,
             n: 0,
         };
         sched.visit(&mut rows);

@@ -15,7 +15,9 @@
 //! onto 1.5·2²³ + 127, then [`Packet::shl_exponent`]), without `round`, conversion or
 //! two-step scaling; their polynomials are evaluated by Estrin's scheme, whose dependency
 //! chain is about half as long as Horner's (an out-of-order core overlaps packets only as
-//! far as its scheduler reaches). `examples/math_throughput.rs` prints ns per packet.
+//! far as its scheduler reaches). gelu's core is the exception: it is short enough that
+//! Horner's fewer instructions won (in-cache gelu_residual 30.4 µs against 31.9 µs at
+//! 16x4096, W8). `examples/math_throughput.rs` prints ns per packet.
 //!
 //! ## Accuracy
 //!
@@ -39,17 +41,26 @@
 //! | [`sigmoid`] | 2 ulp | 3 ulp | whole domain incl. subnormal results |
 //! | [`silu`] | 3 ulp | 4 ulp | whole domain incl. subnormal results |
 //! | [`gelu`], x ≥ −1 | 2 ulp | 4 ulp | |
-//! | [`gelu`], −4√2 < x < −1 | 43 ulp | 64 ulp | cancellation in 1 + erf near x ≈ −2.1, see below |
+//! | [`gelu`], −2.5 < x < −1 | 177 ulp (relative 1.1e-5, absolute 1.7e-7) | 256 ulp | cancellation in 1/2 + x·h(x²) near x = −2.5, see below |
+//! | [`gelu`], −4√2 < x ≤ −2.5 | 19 ulp | 32 ulp | the erfc tail |
 //! | [`gelu`], x ≤ −4√2 | relative error up to ≈ 2× | \|y − ref\| ≤ 1e-6 + 1e-5·\|ref\| | \|gelu\| < 4.4e-8 there, see below |
 //! | [`rsqrt`] | 1 ulp | 1 ulp | correctly rounded `sqrt`, then one division |
 //!
-//! [`gelu`] = 0.5·x·(1 + erf(x/√2)) is computed from the same pieces: for |x/√2| < 1.5
-//! as 0.5·x·(1 + erf_small), for x/√2 ≥ 1.5 as 0.5·x·(2 − erfc), and for x/√2 ≤ −1.5 as
-//! 0.5·x·erfc(|x|/√2) with erfc = exp(S(u) − x·(x/2)) (x²/2 rounded once, inside an
-//! `fnma`), so the negative tail does not cancel in 1 + erf. Its error is not ulp-tight in
-//! two places, both far inside the operator bound |y − ref| ≤ 1e-6 + 1e-5·|ref|:
-//! - −2.13 < x < −1 (1 + erf(u) down to 0.034): the ulp-level error of erf is amplified by
-//!   the cancellation in 1 + erf (43 ulp measured, relative ≈ 2.5e-6);
+//! [`gelu`] = x·Φ(x), Φ(x) = (1 + erf(x/√2))/2, is computed in two parts. For |x| < 2.5
+//! (99 % of N(0,1) data) the core: Φ = fma(x, h(x²), 1/2) with h a degree-8 polynomial in
+//! x² (Horner: 8 fma; the packets of a row are independent, so its latency hides), then
+//! one product. For |x| ≥ 2.5 the tail, built from the erf pieces: 0.5·x·(2 − erfc(u))
+//! for u = x/√2 ≥ 1.77, and 0.5·x·erfc(|u|) with erfc = exp(S(u) − x·(x/2)) (x²/2 rounded
+//! once, inside an `fnma`) for x ≤ −2.5, so the negative tail does not cancel in 1 + erf.
+//! Its error is not ulp-tight in two places, both far inside the operator bound
+//! |y − ref| ≤ 1e-6 + 1e-5·|ref|:
+//! - −2.5 < x < −1 (Φ down to 0.0062): the f32 rounding of h(x²) ≈ 0.2 is multiplied by
+//!   |x| and then compared with Φ, so it is amplified up to 80× (177 ulp measured,
+//!   relative 1.1e-5, absolute ≤ 1.7e-7). A correctly rounded erf would still leave
+//!   0.5·x·(1 + erf) with the same absolute error from the rounding of 1 + erf; the
+//!   tail's form avoids it, but costs an exponential; moving the switch to −2.12 would
+//!   cost the core's tail mask two more instructions per packet (it would no longer be
+//!   one compare of x²) and send 1.7 % of N(0,1) lanes to the tail instead of 0.6 %.
 //! - x < −5.66 (|gelu| < 4.4e-8): the tail fit S ends at u = 4, beyond it S(4) is used, so
 //!   the result keeps the right order of magnitude and sign and underflows to −0 at the
 //!   right place, but its relative error grows to a factor ≈ 2 (absolute < 4.4e-8).
@@ -373,23 +384,43 @@ pub fn gelu<P: Packet>(p: P, x: P::V) -> P::V {
     }
 }
 
+/// gelu(x) = x·(1/2 + x·h(x²)) with h(s) = erf(√(s/2))/(2√s) ≈ Σ cₖ sᵏ on
+/// |x| < [`GELU_CORE_MAX`], fitted for the relative error of Φ(x) = 1/2 + x·h(x²) on
+/// both sides (8.2e-8 before f32 rounding; in f32 the rounding of h, amplified by the
+/// cancellation in 1/2 + x·h where Φ is small, dominates: see the module table).
+const GELU_H: [f32; 9] = [
+    0.398_942_1,
+    -0.066_489_294,
+    0.009_971_254,
+    -0.001_184_942_1,
+    0.000_114_019_15,
+    -8.925_581e-6,
+    5.441_324_3e-7,
+    -2.275_740_3e-8,
+    4.763_307_5e-10,
+];
+/// |x| below which [`gelu_core`] completes a lane with the polynomial; at and above it
+/// the lane is in the tail.
+const GELU_CORE_MAX: f32 = 2.5;
+
 /// The part of [`gelu`] every packet runs: its value on the lanes with
-/// |x/√2| < 1.5 (and NaN), and the mask of the other lanes, the tail, which
+/// |x| < 2.5 (and NaN), and the mask of the other lanes, the tail, which
 /// [`gelu_tail`] completes. A caller that meets many packets may defer the tail
 /// of the few that have one and complete them later (see gelu_residual): the
 /// lanes' values are the same either way.
+///
+/// x·fma(x, h(x²), 1/2): one multiply for x², the polynomial (Horner: fewer
+/// instructions than Estrin, and a row's packets are independent), an fma and a
+/// multiply, about 13 vector instructions where the erf form took 22; Φ is rounded
+/// once, by the fma, and gelu(−0) = −0.
 #[inline(always)]
 pub fn gelu_core<P: Packet>(p: P, x: P::V) -> (P::V, P::M) {
-    let u = p.mul(x, p.splat(FRAC_1_SQRT_2));
-    let small = p.fma(
-        u,
-        p.splat(TWO_OVER_SQRT_PI_HI),
-        p.mul(u, erf_small_rest(p, u)),
-    );
-    // NaN lanes are not in the tail: 1 + small is NaN and so is the product below.
-    let tail = p.le(p.splat(ERF_SMALL), p.abs(u));
-    // (Not fma(xh, small, xh): at x = −0 that is +0.)
-    (p.mul(gelu_half_x(p, x), p.add(p.splat(1.0), small)), tail)
+    let s = p.mul(x, x);
+    let phi = p.fma(x, horner(p, s, &GELU_H), p.splat(0.5));
+    // s ≥ 6.25 ⇔ |x| ≥ 2.5 (6.25 is exact and x² rounds monotonically); ±inf are in
+    // the tail, NaN is not (it compares false), and its product below is NaN.
+    let tail = p.le(p.splat(GELU_CORE_MAX * GELU_CORE_MAX), s);
+    (p.mul(x, phi), tail)
 }
 
 /// x/2 with x clamped to [`GELU_LO`], the factor of both parts of gelu.

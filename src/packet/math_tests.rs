@@ -366,7 +366,8 @@ fn edges() -> Vec<f32> {
         -103.278_93,
         1.5,         // erf branch switch
         3.919_205_5, // erf saturates
-        2.121_320_3, // gelu branch switch (1.5·√2)
+        2.121_320_3, // erf branch switch (1.5·√2)
+        2.5,         // gelu: core / tail switch
         5.656_854,   // gelu: end of the tail fit (4·√2)
         14.4,
         16.635_532, // sigmoid(x) rounds to 1 above
@@ -541,26 +542,34 @@ fn silu_special_values() {
 }
 
 /// gelu's accuracy classes, see the module docs: 0 = x ≥ −1 (few ulp),
-/// 1 = −4√2 < x < −1 (1 + erf cancellation), 2 = x ≤ −4√2 (beyond the tail fit).
+/// 1 = −2.5 < x < −1 (the core's 1/2 + x·h cancels), 2 = −4√2 < x ≤ −2.5 (the
+/// erfc tail), 3 = x ≤ −4√2 (beyond the tail fit).
 fn gelu_region(x: f32) -> usize {
     if x.is_nan() || x >= -1.0 {
         0
-    } else if x > -5.6568 {
+    } else if x > -2.5 {
         1
-    } else {
+    } else if x > -5.6568 {
         2
+    } else {
+        3
     }
 }
 
 #[test]
 fn gelu_accuracy() {
     let x = inputs(10, -15.0, 6.0);
-    let res = measure(Func::Gelu, &x, gelu_region, 3);
+    let res = measure(Func::Gelu, &x, gelu_region, 4);
     report_and_check(
         Func::Gelu,
         &res,
-        &["x >= -1", "-5.6568 < x < -1", "x <= -5.6568"],
-        &[4, 64, u64::MAX - 1],
+        &[
+            "x >= -1",
+            "-2.5 < x < -1",
+            "-5.6568 < x <= -2.5",
+            "x <= -5.6568",
+        ],
+        &[4, 256, 32, u64::MAX - 1],
     );
     // The operator bound, everywhere (scalar W8 computes the same bits as every backend).
     let b = Backend::scalar(8).unwrap();
