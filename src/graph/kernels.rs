@@ -17,7 +17,7 @@
 
 use super::ir::{Binary, Expr, MAX_INPUTS, MAX_STEPS, Step, Unary};
 use crate::ops::AttnShape;
-use crate::ops::elementwise::gelu_ieee;
+use crate::ops::elementwise::{gelu_ieee, silu_ieee};
 use crate::ops::softmax::SoftmaxSource;
 use crate::packet::{Packet, math};
 use crate::simt::{PacketMode, RowSchedule};
@@ -98,7 +98,7 @@ impl<P: Packet> MapRow<'_, P> {
                 Step::Unary(f, a) => {
                     let r = &mut *self.regs;
                     match f {
-                        Unary::Silu => each!(n, k, r[s][k] = silu(p, r[a][k])),
+                        Unary::Silu => each!(n, k, r[s][k] = silu_ieee(p, r[a][k])),
                         Unary::Gelu => each!(n, k, r[s][k] = gelu_ieee(p, r[a][k])),
                         Unary::Sigmoid => each!(n, k, r[s][k] = math::sigmoid(p, r[a][k])),
                         Unary::Exp => each!(n, k, r[s][k] = math::exp(p, r[a][k])),
@@ -128,12 +128,6 @@ impl<P: Packet> MapRow<'_, P> {
         }
         self.n = 0;
     }
-}
-
-/// x · sigmoid(x), with swiglu's arithmetic.
-#[inline(always)]
-fn silu<P: Packet>(p: P, x: P::V) -> P::V {
-    p.mul(x, math::sigmoid(p, x))
 }
 
 /// Evaluates `expr` over global row `r` (inputs at `r · cols`) into `y`.

@@ -43,13 +43,26 @@ impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     }
 }
 
-/// y = g · sigmoid(g) · u, evaluated as written (so g = −inf gives NaN, as IEEE says).
+/// y = silu(g) · u.
 struct SwiGluFn;
 
 impl BinaryFn for SwiGluFn {
     #[inline(always)]
     fn apply<P: Packet>(p: P, g: P::V, u: P::V) -> P::V {
-        p.mul(p.mul(g, math::sigmoid(p, g)), u)
+        p.mul(silu_ieee(p, g), u)
+    }
+}
+
+/// SiLU g·sigmoid(g) as IEEE arithmetic evaluates it at g = −inf (−inf · 0 =
+/// NaN, where [`math::silu`] returns its limit −0): [`math::silu_core`]'s
+/// g/(1 + e^{−g}), and for the rare lanes with g < −87 g·sigmoid(g) as written.
+#[inline(always)]
+pub(crate) fn silu_ieee<P: Packet>(p: P, g: P::V) -> P::V {
+    let (y, tail) = math::silu_core(p, g);
+    if p.any(tail) {
+        p.select(tail, p.mul(g, math::sigmoid(p, g)), y)
+    } else {
+        y
     }
 }
 
@@ -63,7 +76,8 @@ impl BinaryFn for GeluResidualFn {
     }
 }
 
-/// swiglu: y = g · sigmoid(g) · u.
+/// swiglu: y = g · sigmoid(g) · u, computed as (g/(1 + e^{−g})) · u (g = −inf
+/// gives NaN, as g · sigmoid(g) · u does in IEEE arithmetic).
 #[derive(Clone, Copy, Debug)]
 pub struct SwiGlu<'a> {
     /// g[R,C].
