@@ -269,7 +269,7 @@ fn softmax_falls_back_when_the_first_packet_is_a_poor_shift() {
         t[1][cols..cols + 16].fill(f32::NEG_INFINITY);
         // Row 2: +inf late in the row.
         t[0][2 * cols + 30] = f32::INFINITY;
-        // Row 3: a logit 60 above the first packet: still inside the slack.
+        // Row 3: a logit 60 above the first packet: its sum stays below e⁶⁴, two passes.
         t[0][3 * cols..4 * cols].fill(-1.0);
         t[0][3 * cols + 40] = 59.0;
         t[1][3 * cols..4 * cols].fill(0.0);
