@@ -16,11 +16,11 @@
 //! The exp pass also prefetches the next row's inputs (measured 1.2× faster at
 //! 1024x4096 than prefetching in the last pass, which was no faster than not
 //! prefetching). The exponential is [`math::exp_flush`]: its arguments are ≤ 0
-//! around the maximum (≤ 64 around K when the two-pass result is kept), and it flushes results below
-//! e⁻⁸⁷ (≈ 1.6·10⁻³⁸, far inside the tolerance) to 0 instead of taking `exp`'s
-//! subnormal path. A row whose every entry is −inf gives zeros, never NaN; a NaN
-//! in a row makes the whole row NaN (it reaches the sum), as IEEE arithmetic
-//! would.
+//! around the maximum (≤ 64 around K when the two-pass result is kept), and it
+//! flushes results below e⁻⁸⁷ (≈ 1.6·10⁻³⁸, far inside the tolerance) to 0
+//! instead of taking `exp`'s subnormal path. A row whose every entry is −inf
+//! gives zeros, never NaN; a NaN in a row makes the whole row NaN (it reaches
+//! the sum), as IEEE arithmetic would.
 
 use super::rows::{RowKernel, fold, fold_max};
 use crate::packet::{Packet, math};
