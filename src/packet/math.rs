@@ -434,18 +434,13 @@ pub fn gelu_core<P: Packet>(p: P, x: P::V) -> (P::V, P::M) {
     (p.mul(x, phi), tail)
 }
 
-/// x/2 with x clamped to [`GELU_LO`], the factor of both parts of gelu.
-#[inline(always)]
-fn gelu_half_x<P: Packet>(p: P, x: P::V) -> P::V {
-    p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5))
-}
-
 /// [`gelu`] from [`gelu_core`]'s `(y, tail)`: the tail lanes computed, the others
 /// kept.
 #[inline(always)]
 pub fn gelu_tail<P: Packet>(p: P, x: P::V, y: P::V, tail: P::M) -> P::V {
     let u = p.mul(x, p.splat(FRAC_1_SQRT_2));
-    let xh = gelu_half_x(p, x);
+    // x/2 with x clamped to GELU_LO, the factor of the tail's product.
+    let xh = p.mul(p.max(x, p.splat(GELU_LO)), p.splat(0.5));
     let half_x = p.mul(x, p.splat(0.5));
     let z = p.fnma(x, half_x, erfc_s(p, p.abs(u)));
     // For x > 12.9 the clamp only changes how tiny the (ignored) erfc is.
