@@ -452,3 +452,64 @@ fn streamed_outputs_are_correct_at_every_alignment() {
         }
     }
 }
+
+/// Rope places its full packets on cache lines where the backend can realign
+/// streams cheaply (W16): at every misalignment of x, cos, sin and the output,
+/// and at half-row lengths around the realigned path's minimum, its bytes must
+/// equal the all-masked run's (which keeps the packets the schedule gives).
+#[test]
+fn rope_output_does_not_depend_on_alignment() {
+    // (x, cos, sin, y) offsets in lanes: each stream alone, and mixed.
+    let offsets = [
+        [0, 0, 0, 0],
+        [1, 0, 0, 0],
+        [0, 3, 0, 0],
+        [0, 0, 7, 0],
+        [0, 0, 0, 15],
+        [1, 1, 1, 1],
+        [8, 8, 8, 8],
+        [15, 2, 9, 4],
+        [5, 11, 13, 1],
+        [3, 14, 6, 12],
+    ];
+    for half in [64, 127, 128, 129, 143, 200, 257, 769] {
+        let shape = Shape::rows(3, 2 * half);
+        let inputs = OwnedInputs::generate(Op::Rope, shape, 5).unwrap();
+        let ([x, cos, sin], _) = inputs.view().tensors();
+        let len = ops::output_len(&shape);
+        for backend in test_backends() {
+            let config = default_config(Op::Rope, &shape, backend.width());
+            let expected = run(&inputs, backend, config, PacketMode::AllMasked);
+            for [ox, oc, os, oy] in offsets {
+                let at = |t: &[f32], o: usize| {
+                    let mut v = vec![f32::NAN; o + t.len()];
+                    v[o..].copy_from_slice(t);
+                    v
+                };
+                let (xb, cb, sb) = (at(x, ox), at(cos, oc), at(sin, os));
+                let view = ops::OpInputs::Rope {
+                    x: &xb[ox..],
+                    cos: &cb[oc..],
+                    sin: &sb[os..],
+                };
+                for stream in [false, true] {
+                    let launch =
+                        ops::prepare(view, &shape, backend, config, PacketMode::FullPacket)
+                            .unwrap()
+                            .with_stream(stream);
+                    let mut yb = vec![f32::NAN; oy + len];
+                    launch.run_on_caller(&mut yb[oy..]).unwrap();
+                    assert!(
+                        expected
+                            .iter()
+                            .zip(&yb[oy..])
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "rope half {half} {} offsets {:?} stream {stream}",
+                        backend.name(),
+                        [ox, oc, os, oy]
+                    );
+                }
+            }
+        }
+    }
+}

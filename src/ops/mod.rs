@@ -11,6 +11,7 @@ pub mod check;
 pub mod elementwise;
 pub mod inputs;
 pub mod layernorm;
+mod realign;
 pub mod rmsnorm;
 pub mod rows;
 pub mod shape;

@@ -34,6 +34,9 @@ pub mod x86;
 
 use crate::error::{Error, Result};
 
+/// The widest packet of any backend, in lanes.
+pub const MAX_WIDTH: usize = 16;
+
 /// An f32 SIMD packet type of `W` lanes with its operations.
 ///
 /// Lane semantics are fixed for every backend: `fma` is fused (one rounding),
@@ -111,6 +114,25 @@ pub trait Packet: Copy + Send + Sync + 'static {
         } else {
             self.store_at(s, i, v)
         }
+    }
+
+    /// Whether [`Packet::funnel`] is one cheap instruction on this backend:
+    /// kernels realign misaligned streams with it only then.
+    const CHEAP_FUNNEL: bool = false;
+    /// Lanes `s..s + W` of the `2W` lanes `lo` then `hi` (`s ≤ W`): the packet
+    /// starting `s` lanes into `lo`. Two aligned loads and a funnel read a packet
+    /// that straddles two cache lines without a split load. The default goes
+    /// through memory; backends with a two-register permute override it.
+    #[inline(always)]
+    fn funnel(self, lo: Self::V, hi: Self::V, s: usize) -> Self::V {
+        assert!(
+            Self::W <= MAX_WIDTH && s <= Self::W,
+            "funnel shift out of range"
+        );
+        let mut lanes = [0.0f32; 2 * MAX_WIDTH];
+        self.store(&mut lanes, lo);
+        self.store(&mut lanes[Self::W..], hi);
+        self.load(&lanes[s..])
     }
 
     /// `a + b`.

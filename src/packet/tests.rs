@@ -242,6 +242,31 @@ fn indexed_and_streaming_stores_match_plain_ones() {
 }
 
 #[test]
+fn funnel_takes_w_lanes_of_the_concatenation() {
+    struct Funnel;
+    impl WithPacket for Funnel {
+        type Output = ();
+        #[inline(always)]
+        fn run<P: Packet>(self, p: P) {
+            let w = P::W;
+            let lanes: Vec<f32> = (0..2 * w).map(|i| i as f32 + 0.25).collect();
+            let (lo, hi) = (p.load(&lanes), p.load(&lanes[w..]));
+            for s in 0..=w {
+                let mut got = vec![0.0; w];
+                p.store(&mut got, p.funnel(lo, hi, s));
+                assert_eq!(got, &lanes[s..s + w], "{} shift {s}", P::NAME);
+            }
+            let too_far =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.funnel(lo, hi, w + 1)));
+            assert!(too_far.is_err(), "{} shift W + 1", P::NAME);
+        }
+    }
+    for b in test_backends() {
+        dispatch(b, Funnel);
+    }
+}
+
+#[test]
 fn reductions_match_the_scalar_tree() {
     struct Reduce<'a>(&'a [f32]);
     impl WithPacket for Reduce<'_> {

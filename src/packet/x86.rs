@@ -529,6 +529,7 @@ impl Packet for Avx512 {
     type M = __mmask16;
     const W: usize = 16;
     const NAME: &'static str = "avx512-w16";
+    const CHEAP_FUNNEL: bool = true;
 
     #[inline(always)]
     fn splat(self, x: f32) -> __m512 {
@@ -584,6 +585,16 @@ impl Packet for Avx512 {
     fn stream_fence(self) {
         // SAFETY: SSE is baseline on x86_64.
         unsafe { _mm_sfence() }
+    }
+    #[inline(always)]
+    fn funnel(self, lo: __m512, hi: __m512, s: usize) -> __m512 {
+        assert!(s <= 16, "funnel shift out of range");
+        // Lane i takes lane s + i of lo ++ hi (indices 16..31 select hi).
+        let index = feature_ops!(_mm512_add_epi32(
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+            _mm512_set1_epi32(s as i32),
+        ));
+        feature_ops!(_mm512_permutex2var_ps(lo, index, hi))
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {

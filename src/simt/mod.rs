@@ -379,6 +379,15 @@ impl RowSchedule {
         self.cols
     }
 
+    /// Whether the row is contiguous full packets (`local` a multiple of `W`,
+    /// full-packet specialization on) with at most one partial packet at its
+    /// end. An element-wise kernel, whose output does not depend on how its
+    /// lanes are grouped into packets, may then place its full packets freely,
+    /// e.g. on cache-line boundaries.
+    pub fn is_full_contiguous(&self) -> bool {
+        self.contiguous && self.full_packet
+    }
+
     /// The packets of one row in SIMT order, as an iterator.
     #[inline]
     pub fn steps(&self) -> RowSteps {
