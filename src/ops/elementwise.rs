@@ -267,12 +267,6 @@ fn rotate<P: Packet>(p: P, x1: P::V, x2: P::V, c: P::V, s: P::V) -> (P::V, P::V)
 }
 
 impl<P: Packet> Rotate<'_, P> {
-    /// Rows of at least this many packets per half take [`Rotate::realigned`]:
-    /// below, its extra head and tail packets cost more than the split lines
-    /// (W16, 17 rows: half 65 took 0.6 µs realigned against 0.5, half 129 1.3
-    /// against 1.5).
-    const REALIGN_MIN_PACKETS: usize = 8;
-
     /// Whether the schedule's packets of this row straddle cache lines: when
     /// none does, realigning would only add its funnels.
     #[inline(always)]
@@ -294,8 +288,7 @@ impl<P: Packet> Rotate<'_, P> {
     /// lines wherever the row's layout allows. Columns are chosen so that the
     /// first half's stores are aligned; x's two halves, cos and sin are read,
     /// and the second half written, through [`Funnel`]s. Every lane gets the
-    /// value [`PacketVisitor::full`] computes for it. Needs `half ≥
-    /// REALIGN_MIN_PACKETS · W`.
+    /// value [`PacketVisitor::full`] computes for it. Needs `half ≥ 4W`.
     #[inline(always)]
     fn realigned<const STREAM: bool>(&mut self) {
         let (p, h, w) = (self.p, self.half, P::W);
@@ -400,9 +393,8 @@ impl RowKernel for Rope<'_> {
             half,
             stream: sched.streams(),
         };
-        if P::CHEAP_FUNNEL
+        if half >= P::REALIGN_MIN_PACKETS.saturating_mul(P::W).max(4 * P::W)
             && sched.is_full_contiguous()
-            && half >= Rotate::<P>::REALIGN_MIN_PACKETS * P::W
             && rotate.straddles_lines()
         {
             if rotate.stream {

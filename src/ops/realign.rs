@@ -1,14 +1,14 @@
 //! Misaligned streams read and written with aligned packets.
 //!
 //! A row whose start is not on a cache line makes every W16 packet (64 bytes,
-//! one line) straddle two lines. A kernel that only streams memory pays for
-//! it: rope 257x1538 (its second half starts 769 lanes in) ran 1.4× slower per
-//! element at W16 than the aligned 256x1536. A [`Funnel`] reader loads the
-//! lines themselves and assembles each packet with [`Packet::funnel`]; a
-//! writer assembles line-aligned packets from consecutive results and stores
-//! those.
-//! Kernels use them where [`Packet::CHEAP_FUNNEL`] holds; the values are the
-//! same as with plain loads and stores, only the memory accesses differ.
+//! one line) and every other W8 packet straddle two lines. A kernel that only
+//! streams memory pays for it: rope 257x1538 (its second half starts 769 lanes
+//! in) ran 1.4× slower per element at W16 than the aligned 256x1536. A
+//! [`Funnel`] reader loads the lines themselves and assembles each packet with
+//! [`Packet::funnel`]; a writer assembles line-aligned packets from consecutive
+//! results and stores those. Kernels use them on rows of at least
+//! [`Packet::REALIGN_MIN_PACKETS`]; the values are those of plain loads and
+//! stores, only the memory accesses differ.
 
 use crate::packet::Packet;
 

@@ -116,9 +116,12 @@ pub trait Packet: Copy + Send + Sync + 'static {
         }
     }
 
-    /// Whether [`Packet::funnel`] is one cheap instruction on this backend:
-    /// kernels realign misaligned streams with it only then.
-    const CHEAP_FUNNEL: bool = false;
+    /// Rows of at least this many packets are worth reading through
+    /// [`Packet::funnel`] rather than with loads that straddle cache lines;
+    /// `usize::MAX` (the default, whose funnel goes through memory): never.
+    /// Shorter rows lose more to the realigned loop's extra head and tail
+    /// packets than they gain.
+    const REALIGN_MIN_PACKETS: usize = usize::MAX;
     /// Lanes `s..s + W` of the `2W` lanes `lo` then `hi` (`s ≤ W`): the packet
     /// starting `s` lanes into `lo`. Two aligned loads and a funnel read a packet
     /// that straddles two cache lines without a split load. The default goes
