@@ -481,8 +481,9 @@ fn rope_output_does_not_depend_on_alignment() {
             let config = default_config(Op::Rope, &shape, backend.width());
             let expected = run(&inputs, backend, config, PacketMode::AllMasked);
             for [ox, oc, os, oy] in offsets {
+                // Offsets from a cache-line-aligned start, so offset 0 is aligned.
                 let at = |t: &[f32], o: usize| {
-                    let mut v = vec![f32::NAN; o + t.len()];
+                    let mut v = taskgrain::buffer::filled(f32::NAN, o + t.len());
                     v[o..].copy_from_slice(t);
                     v
                 };
@@ -497,7 +498,7 @@ fn rope_output_does_not_depend_on_alignment() {
                         ops::prepare(view, &shape, backend, config, PacketMode::FullPacket)
                             .unwrap()
                             .with_stream(stream);
-                    let mut yb = vec![f32::NAN; oy + len];
+                    let mut yb = taskgrain::buffer::filled(f32::NAN, oy + len);
                     launch.run_on_caller(&mut yb[oy..]).unwrap();
                     assert!(
                         expected

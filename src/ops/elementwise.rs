@@ -297,10 +297,13 @@ impl<P: Packet> Rotate<'_, P> {
         // and the packets of the aligned loop: its readers load one ahead.
         let c0 = w + (w - lane_offset::<P>(self.y, 0)) % w;
         let n = (h - c0 - w) / w;
-        // The head [0, c0): packets at 0 and c0 − W (they overlap unless c0 = 2W).
-        self.full(0, 0);
-        let (x, cos, sin) = (self.x, self.cos, self.sin);
+        // The head [0, c0): packets at 0 and c0 − W (one packet when c0 = W,
+        // they overlap unless c0 = 2W).
         let lead = c0 - w;
+        if lead > 0 {
+            self.full(0, 0);
+        }
+        let (x, cos, sin) = (self.x, self.cos, self.sin);
         let (lead1, lead2) = rotate(
             p,
             p.load_at(x, lead),
