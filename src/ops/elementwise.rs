@@ -267,6 +267,19 @@ fn rotate<P: Packet>(p: P, x1: P::V, x2: P::V, c: P::V, s: P::V) -> (P::V, P::V)
 }
 
 impl<P: Packet> Rotate<'_, P> {
+    /// The packets of both halves' results at `col` (plain loads).
+    #[inline(always)]
+    fn pair(&self, col: usize) -> (P::V, P::V) {
+        let p = self.p;
+        rotate(
+            p,
+            p.load_at(self.x, col),
+            p.load_at(self.x, self.half + col),
+            p.load_at(self.cos, col),
+            p.load_at(self.sin, col),
+        )
+    }
+
     /// Whether the schedule's packets of this row straddle cache lines: when
     /// none does, realigning would only add its funnels.
     #[inline(always)]
@@ -303,14 +316,8 @@ impl<P: Packet> Rotate<'_, P> {
         if lead > 0 {
             self.full(0, 0);
         }
+        let (lead1, lead2) = self.pair(lead);
         let (x, cos, sin) = (self.x, self.cos, self.sin);
-        let (lead1, lead2) = rotate(
-            p,
-            p.load_at(x, lead),
-            p.load_at(x, h + lead),
-            p.load_at(cos, lead),
-            p.load_at(sin, lead),
-        );
         let (y1, y2) = self.y.split_at_mut(h);
         p.store_result_at(y1, lead, lead1, STREAM);
         p.store_result_at(y2, lead, lead2, STREAM);
@@ -354,15 +361,8 @@ impl<P: Packet> PacketVisitor for Rotate<'_, P> {
     const OVERLAPPING_TAIL: bool = true;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
-        let p = self.p;
-        let h = self.half;
-        let (y1, y2) = rotate(
-            p,
-            p.load_at(self.x, col),
-            p.load_at(self.x, h + col),
-            p.load_at(self.cos, col),
-            p.load_at(self.sin, col),
-        );
+        let (p, h) = (self.p, self.half);
+        let (y1, y2) = self.pair(col);
         p.store_result_at(self.y, col, y1, self.stream);
         p.store_result_at(self.y, h + col, y2, self.stream);
     }
