@@ -1,8 +1,8 @@
 //! The element-wise row operators: swiglu, gelu_residual and rope.
 //!
 //! They have no reduction, so `local` only decides which packets are masked.
-//! Where a row's schedule is contiguous full packets, rope places its packets on
-//! cache lines instead ([`super::realign`]). Which packet covers a lane never
+//! Where a row's schedule is contiguous full packets, rope places its packets
+//! on cache lines instead (module `realign`). Which packet covers a lane never
 //! changes the lane's value.
 
 use super::realign::{Funnel, lane_offset};
