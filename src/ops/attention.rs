@@ -8,7 +8,7 @@
 //! The group's query rows are cut into *row tiles* of up to [`ROW_TILE`] = 16 rows; each
 //! tile walks the keys in *key blocks* of [`KEY_BLOCK`] = 128 keys with an online softmax
 //! (running row max `m` and row sum `l`; the output rows are rescaled by
-//! `exp((m_old − m_new)/√Dk)` when a later block raises the max). Per key block:
+//! `2^((m_old − m_new)·log₂e/√Dk)` when a later block raises the max). Per key block:
 //!
 //! 1. **Scores, rows as lanes** ("tall" tiles): the tile's query rows are packed once per
 //!    tile into a transposed buffer `qᵀ[d][row]` (NP = ⌈rows/W⌉ packets per `d`, zero
@@ -19,8 +19,9 @@
 //!    operand of the FMA on AVX-512), so Kᵀ is never packed. Dk ∈ {16, 32, 64, 128} is a
 //!    compile-time constant in this tile, so the KT key-row addresses are displacements
 //!    of one pointer instead of a serial chain of address adds.
-//! 2. **Softmax**: `p = exp(s·(1/√Dk) − m·(1/√Dk))` (one FMA into [`math::exp_flush`]) overwrites
-//!    the scores in place; `l` is updated, and on the last block `1/l` is kept.
+//! 2. **Softmax**, in base 2: `p = 2^(s·c − m·c)` with `c = log₂e/√Dk` (one FMA into
+//!    [`math::exp2_softmax`], whose reduction is cheaper than e's) overwrites the scores in
+//!    place; `l` is updated, and on the last block `1/l` is kept.
 //! 3. **p·v, output rows as accumulators**: register tile RR rows × DC packets of the Dv
 //!    columns (W16: 8×2, W8/W4: 4×2, decode rows 1×4); per key it loads DC packets of
 //!    the value row and broadcasts RR probabilities. The accumulators start from zero on
@@ -114,6 +115,7 @@ struct Ctx<'a> {
     dk: usize,
     dv: usize,
     skv: usize,
+    /// log₂e/√Dk: scores times this are the base-2 softmax's arguments.
     scale: f32,
 }
 
@@ -404,7 +406,7 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
         for i in 0..NP {
             let mn = if first { mx[i] } else { p.max(m[i], mx[i]) };
             if !first {
-                alpha[i] = math::exp_flush(p, p.mul(p.sub(m[i], mn), sc));
+                alpha[i] = math::exp2_softmax(p, p.mul(p.sub(m[i], mn), sc));
             }
             negm[i] = p.mul(mn, neg_sc);
             m[i] = mn;
@@ -413,7 +415,7 @@ fn tall<P: Packet, const NP: usize, const KT: usize, const M: bool>(
         for srow in sb.chunks_exact_mut(l) {
             for i in 0..NP {
                 let x = ld::<P, M>(p, &srow[i * w..], w);
-                let e = math::exp_flush(p, p.fma(x, sc, negm[i]));
+                let e = math::exp2_softmax(p, p.fma(x, sc, negm[i]));
                 sum[i] = p.add(sum[i], e);
                 st::<P, M>(p, &mut srow[i * w..], w, e);
             }
@@ -474,10 +476,10 @@ fn dot4<P: Packet, const M: bool>(p: P, a: &[f32], b: [&[f32]; 4], n: usize) -> 
     r
 }
 
-/// `exp(x)` of one scalar through the vector exp.
+/// `2^t` of one scalar through the vector [`math::exp2_softmax`].
 #[inline(always)]
-fn exp1<P: Packet>(p: P, x: f32) -> f32 {
-    p.reduce_max(math::exp(p, p.splat(x)))
+fn exp2_one<P: Packet>(p: P, t: f32) -> f32 {
+    p.reduce_max(math::exp2_softmax(p, p.splat(t)))
 }
 
 /// A short row tile (`rows` < W/2): dot-product scores, keys as lanes in the softmax.
@@ -547,14 +549,14 @@ fn short<P: Packet, const M: bool>(
             let alpha = if first {
                 0.0
             } else {
-                exp1(p, (m[r] - mn) * scale)
+                exp2_one(p, (m[r] - mn) * scale)
             };
             m[r] = mn;
             let negm = p.splat(-(mn * scale));
             let mut sum = p.zero();
             let mut jj = 0;
             while jj + w <= nk {
-                let e = math::exp_flush(p, p.fma(ld::<P, M>(p, &srow[jj..], w), sc, negm));
+                let e = math::exp2_softmax(p, p.fma(ld::<P, M>(p, &srow[jj..], w), sc, negm));
                 sum = p.add(sum, e);
                 st::<P, M>(p, &mut srow[jj..], w, e);
                 jj += w;
@@ -562,7 +564,7 @@ fn short<P: Packet, const M: bool>(
             if jj < nk {
                 let n = nk - jj;
                 let x = p.load_partial(&srow[jj..], n, f32::NEG_INFINITY);
-                let e = math::exp_flush(p, p.fma(x, sc, negm));
+                let e = math::exp2_softmax(p, p.fma(x, sc, negm));
                 sum = p.add(sum, e);
                 p.store_partial(&mut srow[jj..], n, e);
             }
@@ -614,7 +616,7 @@ impl Group<'_, '_> {
                 dk,
                 dv,
                 skv,
-                scale: 1.0 / (dk as f32).sqrt(),
+                scale: std::f32::consts::LOG2_E / (dk as f32).sqrt(),
             };
             if 2 * rows < w {
                 short::<P, M>(p, c, rows, scratch, o);

@@ -96,6 +96,8 @@ fn reference(f: Func, x: f32) -> f64 {
         Func::ExpFlush if x < -87.0 => 0.0,
         Func::ExpFlush if x > 88.0 => 88f64.exp(),
         Func::ExpFlush => x.exp(),
+        // Its contract: 2ᵗ with t clamped to [−125, 127].
+        Func::Exp2Softmax => x.clamp(-125.0, 127.0).exp2(),
         Func::Erf => erf64(x),
         Func::Sigmoid => sigmoid64(x),
         Func::Silu => {
@@ -165,6 +167,7 @@ fn reference_erf_matches_mpmath() {
 enum Func {
     Exp,
     ExpFlush,
+    Exp2Softmax,
     Erf,
     Sigmoid,
     Silu,
@@ -204,6 +207,7 @@ impl WithPacket for Apply<'_> {
         match self.f {
             Func::Exp => each!(p, x, y, exp),
             Func::ExpFlush => each!(p, x, y, exp_flush),
+            Func::Exp2Softmax => each!(p, x, y, exp2_softmax),
             Func::Erf => each!(p, x, y, erf),
             Func::Sigmoid => each!(p, x, y, sigmoid),
             Func::Silu => each!(p, x, y, silu),
@@ -484,6 +488,28 @@ fn exp_flush_special_values() {
     exactly(ExpFlush, -87.000_01, 0.0);
     exactly(ExpFlush, -1e30, 0.0);
     exactly(ExpFlush, 1.0, std::f32::consts::E);
+}
+
+#[test]
+fn exp2_softmax_within_2_ulp() {
+    check(Func::Exp2Softmax, 8, -126.0, 128.0, 2);
+}
+
+#[test]
+fn exp2_softmax_special_values() {
+    use Func::Exp2Softmax;
+    let two_pow = |n: i32| 2f32.powi(n);
+    exactly(Exp2Softmax, 0.0, 1.0);
+    exactly(Exp2Softmax, -0.0, 1.0);
+    exactly(Exp2Softmax, 1.0, 2.0);
+    exactly(Exp2Softmax, -1.0, 0.5);
+    exactly(Exp2Softmax, -125.0, two_pow(-125));
+    exactly(Exp2Softmax, -125.000_01, two_pow(-125));
+    exactly(Exp2Softmax, -1e30, two_pow(-125));
+    exactly(Exp2Softmax, f32::NEG_INFINITY, two_pow(-125));
+    exactly(Exp2Softmax, 127.0, two_pow(127));
+    exactly(Exp2Softmax, f32::INFINITY, two_pow(127));
+    exactly(Exp2Softmax, f32::NAN, f32::NAN);
 }
 
 #[test]
