@@ -14,7 +14,7 @@
 //!    tile into a transposed buffer `qᵀ[d][row]` (NP = ⌈rows/W⌉ packets per `d`, zero
 //!    padded), so a score packet holds one key against W query rows and the softmax
 //!    max/sum are plain vertical packet ops. Register tile: KT keys × NP row packets of
-//!    accumulators (W16: 16×1, W8: 4×2, W4: 3×4); per `d` it loads NP packets of `qᵀ` and
+//!    accumulators (W16: 16×1, W8: 6×2, W4: 3×4); per `d` it loads NP packets of `qᵀ` and
 //!    broadcasts KT scalars `k[j][d]` straight from the key rows (an embedded broadcast
 //!    operand of the FMA on AVX-512), so Kᵀ is never packed. Dk ∈ {16, 32, 64, 128} is a
 //!    compile-time constant in this tile, so the KT key-row addresses are displacements
@@ -23,7 +23,7 @@
 //!    [`math::exp2_softmax`], whose reduction is cheaper than e's) overwrites the scores in
 //!    place; `l` is updated, and on the last block `1/l` is kept.
 //! 3. **p·v, output rows as accumulators**: register tile RR rows × DC packets of the Dv
-//!    columns (W16: 8×2, W8/W4: 4×2, decode rows 1×4); per key it loads DC packets of
+//!    columns (W16: 8×2, W8: 6×2, W4: 4×2, decode rows 1×4); per key it loads DC packets of
 //!    the value row and broadcasts RR probabilities. The accumulators start from zero on
 //!    the first key block or from `o·alpha` (the online rescale) on later ones, and the
 //!    last block stores `acc·(1/l)`, so `o` itself is the only running output state.
@@ -324,6 +324,8 @@ fn pv_for<P: Packet, const M: bool>(
 ) {
     if P::W >= 16 {
         pv::<P, 8, 2, M>(p, pm, pl, rows, vals, nk, dv, out, rs)
+    } else if P::W == 8 {
+        pv::<P, 6, 2, M>(p, pm, pl, rows, vals, nk, dv, out, rs)
     } else {
         pv::<P, 4, 2, M>(p, pm, pl, rows, vals, nk, dv, out, rs)
     }
@@ -624,7 +626,7 @@ impl Group<'_, '_> {
                 match (w >= 16, rows.div_ceil(w)) {
                     (true, _) => tall::<P, 1, 16, M>(p, c, rows, scratch, o),
                     (false, 1) => tall::<P, 1, 8, M>(p, c, rows, scratch, o),
-                    (false, 2) => tall::<P, 2, 4, M>(p, c, rows, scratch, o),
+                    (false, 2) => tall::<P, 2, 6, M>(p, c, rows, scratch, o),
                     _ => tall::<P, 4, 3, M>(p, c, rows, scratch, o),
                 }
             }
