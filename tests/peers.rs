@@ -392,6 +392,25 @@ fn threads_and_suites_parse_or_fail_with_typed_errors() {
     assert!(parse_suite(f.to_str().unwrap()).is_err());
     std::fs::write(&f, "rope 4x7\n").unwrap();
     assert!(parse_suite(f.to_str().unwrap()).is_err(), "odd C for rope");
+    // The suite files of `taskgrain bench --suite FILE` work here too.
+    let toml = dir.join("rows.toml");
+    std::fs::write(
+        &toml,
+        "[[row]]\nop = \"rmsnorm\"\nshape = \"4x8\"\n\n[[row]]\nop = \"attention\"\nshape = \"1x2x1x3x5x4x4\"\n",
+    )
+    .unwrap();
+    let (_, from_toml) = parse_suite(toml.to_str().unwrap()).unwrap();
+    assert_eq!(from_toml, rows);
+    let json = dir.join("rows.json");
+    std::fs::write(
+        &json,
+        r#"[{"op": "rmsnorm", "shape": "4x8"}, {"op": "attention", "shape": "1x2x1x3x5x4x4"}]"#,
+    )
+    .unwrap();
+    assert_eq!(parse_suite(json.to_str().unwrap()).unwrap().1, rows);
+    std::fs::write(&toml, "[[row]]\nop = \"rmsnorm\"\n").unwrap();
+    let err = parse_suite(toml.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("rows.toml:"), "names the file and line: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

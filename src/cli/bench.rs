@@ -197,7 +197,8 @@ pub(super) struct PeersArgs {
     #[arg(long, default_value = "1,2")]
     threads: String,
     /// seed (every distinct row of the seed's three sections), pilot,
-    /// validation, fixed-grain, or a file of `OP SHAPE` lines.
+    /// validation, fixed-grain, a suite FILE (.toml or .json, as for
+    /// `bench --suite`), or any other file of `OP SHAPE` lines.
     #[arg(long, default_value = "seed", value_name = "NAME|FILE")]
     suite: String,
     /// Rounds per row (each round times every runtime, interleaved).

@@ -152,7 +152,9 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>> {
 
 /// Parses `--suite`: `seed` (every distinct row of the seed's three sections,
 /// the default), `all` (the same), `pilot`, `validation`, `fixed-grain`, or a
-/// file with one `OP SHAPE` per line (`#` starts a comment).
+/// file: a `.toml` or `.json` suite file as `taskgrain bench --suite FILE`
+/// reads it ([`crate::bench::suite_file`]), any other file one `OP SHAPE` per
+/// line (`#` starts a comment).
 pub fn parse_suite(s: &str) -> Result<(String, Vec<(Op, Shape)>)> {
     match s {
         "seed" | "all" => return Ok(("seed".into(), seed_cases())),
@@ -166,6 +168,12 @@ pub fn parse_suite(s: &str) -> Result<(String, Vec<(Op, Shape)>)> {
         return Err(Error::BadArgument(format!(
             "unknown suite {s:?}: neither seed, all, pilot, validation, fixed-grain nor a file"
         )));
+    }
+    let suite_file = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml") || e.eq_ignore_ascii_case("json"));
+    if suite_file {
+        return Ok((s.into(), crate::bench::suite_file::load(path)?));
     }
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: s.into(),
