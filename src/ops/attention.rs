@@ -566,6 +566,8 @@ fn short<P: Packet, const M: bool>(
             if jj < nk {
                 let n = nk - jj;
                 let x = p.load_partial(&srow[jj..], n, f32::NEG_INFINITY);
+                // The padding lanes (−inf) give 2⁻¹²⁵ each, not 0: far below the
+                // rounding of `l`, which is ≥ 1 once the row's maximum is in it.
                 let e = math::exp2_softmax(p, p.fma(x, sc, negm));
                 sum = p.add(sum, e);
                 p.store_partial(&mut srow[jj..], n, e);
