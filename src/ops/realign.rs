@@ -9,6 +9,14 @@
 //! results and stores those. Kernels use them on rows of at least
 //! [`Packet::REALIGN_MIN_PACKETS`]; the values are those of plain loads and
 //! stores, only the memory accesses differ.
+//!
+//! Only W16 realigns: its funnel is one two-register permute. At W8 AVX2 has
+//! no such permute, and its funnel (two permutes and a blend, five per rope
+//! packet pair, all on the shuffle port) cost more than the split loads it
+//! avoids: rope 257x1538 W8 on one worker took 73.1 µs realigned against 60.3
+//! µs with plain loads (medians of 8 alternating runs; funnelling only the
+//! misaligned output, 64.6), 17x1026 4.6 against 3.4 µs, and 1024x4098, where
+//! memory sets the pace, 2205 against 1971 µs.
 
 use crate::packet::Packet;
 

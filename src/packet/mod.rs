@@ -118,7 +118,8 @@ pub trait Packet: Copy + Send + Sync + 'static {
 
     /// Rows of at least this many packets are worth reading through
     /// [`Packet::funnel`] rather than with loads that straddle cache lines;
-    /// `usize::MAX` (the default, whose funnel goes through memory): never.
+    /// `usize::MAX` (the default, for backends without a one-instruction
+    /// funnel; see the `realign` module of `ops`): never.
     /// Shorter rows lose more to the realigned loop's extra head and tail
     /// packets than they gain.
     const REALIGN_MIN_PACKETS: usize = usize::MAX;

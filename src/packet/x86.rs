@@ -299,9 +299,6 @@ impl Packet for Avx2 {
     type M = __m256;
     const W: usize = 8;
     const NAME: &'static str = "avx2-w8";
-    /// The funnel is two permutes and a blend: it pays on rows of 64 packets
-    /// (rope, 17 rows of half 513: 5.3 → 4.8 µs), not of 16 (129: 1.3 → 1.5 µs).
-    const REALIGN_MIN_PACKETS: usize = 64;
 
     #[inline(always)]
     fn splat(self, x: f32) -> __m256 {
@@ -357,24 +354,6 @@ impl Packet for Avx2 {
     fn stream_fence(self) {
         // SAFETY: SSE is baseline on x86_64.
         unsafe { _mm_sfence() }
-    }
-    #[inline(always)]
-    fn funnel(self, lo: __m256, hi: __m256, s: usize) -> __m256 {
-        assert!(s <= 8, "funnel shift out of range");
-        // Lane i takes lane (i + s) mod 8 of lo, or of hi where i + s ≥ 8.
-        let at = feature_ops!(_mm256_add_epi32(
-            _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0),
-            _mm256_set1_epi32(s as i32),
-        ));
-        let from_hi = feature_ops!(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-            at,
-            _mm256_set1_epi32(7)
-        )));
-        feature_ops!(_mm256_blendv_ps(
-            _mm256_permutevar8x32_ps(lo, at),
-            _mm256_permutevar8x32_ps(hi, at),
-            from_hi
-        ))
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
