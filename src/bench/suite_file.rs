@@ -30,6 +30,13 @@ use crate::error::{Error, Result};
 use crate::ops::{Op, Shape};
 use std::path::Path;
 
+/// Whether `path` names a suite file by its extension: `.toml` or `.json`, in
+/// any case (what `bench --suite` and `bench peers --suite` read with [`load`]).
+pub fn has_suite_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml") || e.eq_ignore_ascii_case("json"))
+}
+
 /// Reads the rows of a suite file.
 pub fn load(path: &Path) -> Result<Vec<(Op, Shape)>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
@@ -254,6 +261,16 @@ mod tests {
         assert_eq!(parse_toml("f", t).unwrap().len(), 2);
         let j = "[\n {\"op\": \"rmsnorm\", \"shape\": \"1x4096\"},\n {\"op\": \"rope\", \"shape\": \"2x64\"}\n]";
         assert_eq!(parse_json("f", j).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn suite_files_are_known_by_extension_in_any_case() {
+        for f in ["m.toml", "dir/m.json", "M.TOML", "m.Json"] {
+            assert!(has_suite_extension(Path::new(f)), "{f}");
+        }
+        for f in ["m.txt", "toml", "m.toml.bak", "m"] {
+            assert!(!has_suite_extension(Path::new(f)), "{f}");
+        }
     }
 
     #[test]

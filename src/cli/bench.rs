@@ -351,10 +351,8 @@ fn section_specs(suite: &str, strategies: Option<&[Strategy]>) -> Result<Vec<Sec
         }
         file => {
             let path = Path::new(file);
-            let looks_like_file = path.exists()
-                || file.contains('/')
-                || file.ends_with(".toml")
-                || file.ends_with(".json");
+            let looks_like_file =
+                path.exists() || file.contains('/') || suite_file::has_suite_extension(path);
             if !looks_like_file {
                 return Err(Error::BadArgument(format!(
                     "unknown suite {file:?} (known: pilot, validation, fixed-grain, auto, all, \

@@ -169,10 +169,7 @@ pub fn parse_suite(s: &str) -> Result<(String, Vec<(Op, Shape)>)> {
             "unknown suite {s:?}: neither seed, all, pilot, validation, fixed-grain nor a file"
         )));
     }
-    let suite_file = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("toml") || e.eq_ignore_ascii_case("json"));
-    if suite_file {
+    if crate::bench::suite_file::has_suite_extension(path) {
         return Ok((s.into(), crate::bench::suite_file::load(path)?));
     }
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
