@@ -2,7 +2,8 @@
 //!
 //! They have no reduction, so `local` only decides which packets are masked.
 //! Where a row's schedule is contiguous full packets, rope places its packets
-//! on cache lines instead, on backends that realign cheaply (module `realign`). Which packet covers a lane never
+//! on cache lines instead, where the backend and CPU realign cheaply (module
+//! `realign`). Which packet covers a lane never
 //! changes the lane's value.
 
 use super::realign::{Funnel, lane_offset};
@@ -399,7 +400,7 @@ impl RowKernel for Rope<'_> {
             half,
             stream: sched.streams(),
         };
-        if half >= P::REALIGN_MIN_PACKETS.saturating_mul(P::W).max(4 * P::W)
+        if half >= p.realign_min_packets().saturating_mul(P::W).max(4 * P::W)
             && sched.is_full_contiguous()
             && rotate.straddles_lines()
         {

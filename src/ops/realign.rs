@@ -7,16 +7,19 @@
 //! [`Funnel`] reader loads the lines themselves and assembles each packet with
 //! [`Packet::funnel`]; a writer assembles line-aligned packets from consecutive
 //! results and stores those. Kernels use them on rows of at least
-//! [`Packet::REALIGN_MIN_PACKETS`]; the values are those of plain loads and
+//! [`Packet::realign_min_packets`]; the values are those of plain loads and
 //! stores, only the memory accesses differ.
 //!
-//! Only W16 realigns: its funnel is one two-register permute. At W8 AVX2 has
-//! no such permute, and its funnel (two permutes and a blend, five per rope
-//! packet pair, all on the shuffle port) cost more than the split loads it
-//! avoids: rope 257x1538 W8 on one worker took 73.1 µs realigned against 60.3
-//! µs with plain loads (medians of 8 alternating runs; funnelling only the
-//! misaligned output, 64.6), 17x1026 4.6 against 3.4 µs, and 1024x4098, where
-//! memory sets the pace, 2205 against 1971 µs.
+//! Whether that pays depends on the CPU as much as on the width. At W16 the
+//! funnel is one two-register permute, and realigning won on both machines
+//! measured. At W8 AVX2's funnel is two permutes and a blend (five funnels per
+//! rope packet pair, all on the shuffle port): on the Intel Xeon it still won
+//! from 64 packets per row, but on an AMD EPYC (Zen 4), where a load straddling
+//! two lines costs little, it lost everywhere: rope 257x1538 W8 on one worker
+//! took 73.1 µs realigned against 60.3 µs with plain loads (medians of 8
+//! alternating runs; funnelling only the misaligned output, 64.6), 17x1026 4.6
+//! against 3.4 µs, and 1024x4098, where memory sets the pace, 2205 against
+//! 1971 µs. So AVX2 realigns on Intel and not on AMD.
 
 use crate::packet::Packet;
 

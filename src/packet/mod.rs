@@ -117,12 +117,14 @@ pub trait Packet: Copy + Send + Sync + 'static {
     }
 
     /// Rows of at least this many packets are worth reading through
-    /// [`Packet::funnel`] rather than with loads that straddle cache lines;
-    /// `usize::MAX` (the default, for backends without a one-instruction
-    /// funnel; see the `realign` module of `ops`): never.
-    /// Shorter rows lose more to the realigned loop's extra head and tail
-    /// packets than they gain.
-    const REALIGN_MIN_PACKETS: usize = usize::MAX;
+    /// [`Packet::funnel`] rather than with loads that straddle cache lines, on
+    /// this CPU; `usize::MAX` (the default, whose funnel goes through memory):
+    /// never. Shorter rows lose more to the realigned loop's extra head and
+    /// tail packets than they gain. See the `realign` module of `ops`.
+    #[inline(always)]
+    fn realign_min_packets(self) -> usize {
+        usize::MAX
+    }
     /// Lanes `s..s + W` of the `2W` lanes `lo` then `hi` (`s ≤ W`): the packet
     /// starting `s` lanes into `lo`. Two aligned loads and a funnel read a packet
     /// that straddles two cache lines without a split load. The default goes
