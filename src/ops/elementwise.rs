@@ -3,8 +3,7 @@
 //! They have no reduction, so `local` only decides which packets are masked.
 //! Where a row's schedule is contiguous full packets, rope places its packets
 //! on cache lines instead, where the backend and CPU realign cheaply (module
-//! `realign`). Which packet covers a lane never
-//! changes the lane's value.
+//! `realign`). Which packet covers a lane never changes the lane's value.
 
 use super::realign::{Funnel, lane_offset};
 use super::rows::RowKernel;

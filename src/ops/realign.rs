@@ -19,7 +19,7 @@
 //! took 73.1 µs realigned against 60.3 µs with plain loads (medians of 8
 //! alternating runs; funnelling only the misaligned output, 64.6), 17x1026 4.6
 //! against 3.4 µs, and 1024x4098, where memory sets the pace, 2205 against
-//! 1971 µs. So AVX2 realigns on Intel and not on AMD.
+//! 1971 µs. So AVX2 realigns except on Zen cores (AMD, Hygon).
 
 use crate::packet::Packet;
 
