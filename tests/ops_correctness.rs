@@ -453,8 +453,9 @@ fn streamed_outputs_are_correct_at_every_alignment() {
     }
 }
 
-/// Rope places its full packets on cache lines where the backend can realign
-/// streams cheaply (W16): at every misalignment of x, cos, sin and the output,
+/// Rope places its full packets on cache lines where the backend and CPU
+/// realign streams cheaply (W16; W8 except on Zen cores): at every
+/// misalignment of x, cos, sin and the output,
 /// and at half-row lengths around the realigned path's minimum, its bytes must
 /// equal the all-masked run's (which keeps the packets the schedule gives).
 #[test]
