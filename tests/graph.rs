@@ -3,7 +3,7 @@
 //! full-packet on and off, bitwise equality where the docs promise it, and
 //! output bytes independent of grain and worker count for unfused graphs.
 
-use taskgrain::graph::{self, Binary, Expr, GraphBuilder, Kernel, TensorShape, Unary};
+use taskgrain::graph::{self, Binary, Expr, GraphBuilder, Kernel, Step, TensorShape, Unary};
 use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use taskgrain::packet::Backend;
 use taskgrain::plan::calibrate::ModelSource;
@@ -233,6 +233,65 @@ fn unfused_outputs_do_not_depend_on_grain_or_workers() {
                     "{op} {s} fusion {fusion} workers {} grain {}",
                     h.1, h.2
                 );
+            }
+        }
+    }
+}
+
+/// A one-function map runs compiled, any other expression through the
+/// interpreter (in chunks of packets, whole chunks straight from contiguous
+/// rows): `f(g(x), y)` as one interpreted launch must give the bits of the
+/// compiled `g` then `f`, on every width, packet mode, a contiguous and a
+/// ragged `local`, and rows with and without a tail.
+#[test]
+fn interpreted_maps_give_the_compiled_maps_bits() {
+    for (inner, outer) in [(Unary::Silu, Binary::Mul), (Unary::Gelu, Binary::Add)] {
+        for (rows, cols) in [(1, 1), (3, 17), (5, 130), (4, 1538)] {
+            let full = TensorShape::new(rows, cols);
+            let mut rng = ops::Rng::new(11);
+            let mut normal = |n: usize| (0..n).map(|_| 3.0 * rng.normal()).collect::<Vec<f32>>();
+            let (xv, yv) = (normal(rows * cols), normal(rows * cols));
+            let inputs: [&[f32]; 2] = [&xv, &yv];
+
+            let mut g = GraphBuilder::new();
+            let (x, y) = (g.input("x", full), g.input("y", full));
+            let t = g.node(Kernel::Map(Expr::unary(inner)), &[x]).unwrap();
+            let out = g.node(Kernel::Map(Expr::binary(outer)), &[t, y]).unwrap();
+            let compiled = g.finish(out).unwrap();
+
+            let steps = vec![
+                Step::Input(0),
+                Step::Unary(inner, 0),
+                Step::Input(1),
+                Step::Binary(outer, 1, 2),
+            ];
+            let mut g = GraphBuilder::new();
+            let (x, y) = (g.input("x", full), g.input("y", full));
+            let expr = Expr::new(steps, 2).unwrap();
+            let out = g.node(Kernel::Map(expr), &[x, y]).unwrap();
+            let interpreted = g.finish(out).unwrap();
+            assert_eq!((compiled.launches(), interpreted.launches()), (2, 1));
+
+            for b in Backend::all_native() {
+                let w = b.width();
+                for mode in [PacketMode::FullPacket, PacketMode::AllMasked] {
+                    let rt = runtime(1, w, mode);
+                    for local in [w, 3 * w + 1, 2048] {
+                        let c = LaunchConfig { local, block: 2 };
+                        let hash = |graph: &graph::Graph| {
+                            let plans = vec![(c, Grain::Caller); graph.launches()];
+                            let mut o = vec![f32::NAN; rows * cols];
+                            rt.run_planned(graph, &inputs, &mut o, &plans).unwrap();
+                            ops::output_hash(&o)
+                        };
+                        assert_eq!(
+                            hash(&compiled),
+                            hash(&interpreted),
+                            "{inner:?}/{outer:?} {rows}x{cols} {} {mode:?} local {local}",
+                            b.name()
+                        );
+                    }
+                }
             }
         }
     }

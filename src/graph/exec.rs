@@ -134,7 +134,10 @@ pub fn node_profile(graph: &Graph, i: usize) -> Result<LaunchProfile> {
 enum Body<'a> {
     /// One of the operators' own kernels.
     Op(Prepared<'a>),
+    /// An expression through the interpreter.
     Map(&'a Expr, Sources<'a>),
+    /// A one-function map, compiled ([`kernels::CompiledMap`]); its inputs.
+    Compiled(kernels::CompiledMap, [&'a [f32]; 2]),
     Softmax(Option<&'a Expr>, Sources<'a>),
     Scores(AttnShape, &'a [f32], &'a [f32]),
     ProbsV(AttnShape, &'a [f32], &'a [f32]),
@@ -304,7 +307,13 @@ impl<'a> NodeLaunch<'a> {
                 None,
             ),
             Kernel::Map(e) => (
-                Body::Map(e, sources((0..node.inputs.len()).map(input), false)),
+                match kernels::CompiledMap::of(e) {
+                    Some(map) => Body::Compiled(
+                        map,
+                        [input(0), node.inputs.get(1).map_or(&[][..], |_| input(1))],
+                    ),
+                    None => Body::Map(e, sources((0..node.inputs.len()).map(input), false)),
+                },
                 Some(Tiling::rows(out.rows, out.cols, config.block)?),
                 Some(row_sched(out.cols)),
             ),
@@ -436,6 +445,11 @@ impl WithPacket for Group<'_, '_, '_> {
                 let mut regs = kernels::regs(p);
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
                     kernels::map_row(p, sched, expr, *src, r, y, &mut regs);
+                }
+            }
+            Body::Compiled(map, inputs) => {
+                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+                    kernels::compiled_row(p, sched, *map, *inputs, r, y);
                 }
             }
             Body::Softmax(Some(expr), src) => {

@@ -1,5 +1,6 @@
 //! The kernels of graph nodes that are not one of the seven operators: the
-//! element-wise expression interpreter (`map`, prologues and epilogues), where a
+//! element-wise expression interpreter (`map`, prologues and epilogues; the
+//! one-function maps of the unfused chains run compiled, [`CompiledMap`]), where a
 //! softmax launch reads its logits (its passes are `ops::softmax`'s, so mask-add
 //! → softmax is bitwise equal fused or not), attention scores and probs·v.
 //! Generic over the packet backend, like the operators' kernels, and safe code
@@ -17,7 +18,9 @@
 
 use super::ir::{Binary, Expr, MAX_INPUTS, MAX_STEPS, Step, Unary};
 use crate::ops::AttnShape;
-use crate::ops::elementwise::{gelu_ieee, silu_ieee};
+use crate::ops::elementwise::{
+    AddFn, GeluFn, MulFn, SiluFn, binary_row, gelu_ieee, silu_ieee, unary_row,
+};
 use crate::ops::softmax::SoftmaxSource;
 use crate::packet::{Packet, math};
 use crate::simt::{PacketMode, RowSchedule};
@@ -83,16 +86,31 @@ impl<P: Packet> MapRow<'_, P> {
         }
     }
 
-    /// Runs the expression over the pending packets. Inlined into the one loop
-    /// of [`map_row`] (out of line it would lose the backend's target features).
+    /// Column and live lanes of chunk packet `k`: with `CONTIGUOUS`, the `k`-th
+    /// full packet from `col0`; else the pending packet `k`.
     #[inline(always)]
-    fn flush(&mut self) {
-        let (p, n) = (self.p, self.n);
+    fn slot<const CONTIGUOUS: bool>(&self, col0: usize, k: usize) -> (usize, usize) {
+        if CONTIGUOUS {
+            (col0 + k * P::W, FULL)
+        } else {
+            self.pending[k]
+        }
+    }
+
+    /// Runs the expression over one chunk: with `CONTIGUOUS`, the [`CHUNK`] full
+    /// packets from `col0` (a count and columns the compiler knows, so the steps'
+    /// loops unroll and no lane count is tested); else the `n` pending packets.
+    /// Inlined into the one loop of [`map_row`] (out of line it would lose the
+    /// backend's target features).
+    #[inline(always)]
+    fn flush<const CONTIGUOUS: bool>(&mut self, col0: usize) {
+        let p = self.p;
+        let n = if CONTIGUOUS { CHUNK } else { self.n };
         let expr = self.expr;
         for (s, step) in expr.steps().iter().enumerate() {
             match *step {
                 Step::Input(i) => each!(n, k, {
-                    let (col, lanes) = self.pending[k];
+                    let (col, lanes) = self.slot::<CONTIGUOUS>(col0, k);
                     self.regs[s][k] = self.load(i, col, lanes);
                 }),
                 Step::Unary(f, a) => {
@@ -118,7 +136,7 @@ impl<P: Packet> MapRow<'_, P> {
         }
         let last = expr.steps().len() - 1;
         for k in 0..n {
-            let (col, lanes) = self.pending[k];
+            let (col, lanes) = self.slot::<CONTIGUOUS>(col0, k);
             let v = self.regs[last][k];
             if lanes == FULL {
                 p.store_at(self.y, col, v);
@@ -151,20 +169,101 @@ pub(crate) fn map_row<P: Packet>(
         n: 0,
         regs,
     };
-    // Chunks of the row's SIMT packets, gathered from the schedule's iterator so
-    // the expression's code is emitted at this one call site.
+    // Contiguous full packets (`local` a multiple of W, full-packet on) run in
+    // whole chunks from their first column; everything else (a contiguous
+    // row's last < CHUNK full packets and its masked tail, or every packet of
+    // another schedule) is gathered from the schedule's order into pending
+    // chunks. Two call sites of the expression's code per backend.
+    let (cols, w) = (sched.cols(), P::W);
+    let contiguous = sched.is_full_contiguous();
+    let packets = if contiguous { cols / w } else { 0 };
+    let mut q = 0;
+    while q + CHUNK <= packets {
+        row.flush::<true>(q * w);
+        q += CHUNK;
+    }
+    let mut tail = contiguous && !cols.is_multiple_of(w);
     let mut steps = sched.steps();
     loop {
         let mut n = 0;
-        for s in steps.by_ref().take(CHUNK) {
-            row.pending[n] = (s.col, if s.full { FULL } else { s.lanes });
-            n += 1;
+        if contiguous {
+            for q in q..packets {
+                row.pending[n] = (q * w, FULL);
+                n += 1;
+            }
+            q = packets;
+            if tail {
+                row.pending[n] = (packets * w, cols % w);
+                n += 1;
+                tail = false;
+            }
+        } else {
+            for s in steps.by_ref().take(CHUNK) {
+                row.pending[n] = (s.col, if s.full { FULL } else { s.lanes });
+                n += 1;
+            }
         }
         if n == 0 {
             break;
         }
         row.n = n;
-        row.flush();
+        row.flush::<false>(0);
+    }
+}
+
+/// A map launch run as compiled code instead of through the interpreter: the
+/// one-function expressions of DESIGN.md's unfused chains (swiglu's silu and
+/// mul, gelu_residual's gelu and add, masked_softmax's mask-add). Interpreted,
+/// such a launch cost more in dispatch and register-block traffic than in
+/// arithmetic (mul 64x1024 on one worker: 21.4 µs, most of a 63 µs unfused
+/// swiglu). Each lane's arithmetic is the step's function either way, so the
+/// bits are the interpreter's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompiledMap {
+    /// silu(in0).
+    Silu,
+    /// gelu(in0).
+    Gelu,
+    /// in0 + in1.
+    Add,
+    /// in0 · in1.
+    Mul,
+}
+
+impl CompiledMap {
+    /// The compiled form of `expr`, if it has one.
+    pub(crate) fn of(expr: &Expr) -> Option<CompiledMap> {
+        match expr.steps() {
+            [Step::Input(0), Step::Unary(Unary::Silu, 0)] => Some(CompiledMap::Silu),
+            [Step::Input(0), Step::Unary(Unary::Gelu, 0)] => Some(CompiledMap::Gelu),
+            [Step::Input(0), Step::Input(1), Step::Binary(f, 0, 1)] => match f {
+                Binary::Add => Some(CompiledMap::Add),
+                Binary::Mul => Some(CompiledMap::Mul),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Evaluates the compiled map `map` over global row `r` of its `inputs`
+/// (tensors of the row's width, distinct from `y`) into `y`.
+#[inline(always)]
+pub(crate) fn compiled_row<P: Packet>(
+    p: P,
+    sched: &RowSchedule,
+    map: CompiledMap,
+    inputs: [&[f32]; 2],
+    r: usize,
+    y: &mut [f32],
+) {
+    let c = sched.cols();
+    let row = |i: usize| &inputs[i][r * c..(r + 1) * c];
+    match map {
+        CompiledMap::Silu => unary_row::<P, SiluFn>(p, sched, row(0), y),
+        CompiledMap::Gelu => unary_row::<P, GeluFn>(p, sched, row(0), y),
+        CompiledMap::Add => binary_row::<P, AddFn>(p, sched, row(0), row(1), y),
+        CompiledMap::Mul => binary_row::<P, MulFn>(p, sched, row(0), row(1), y),
     }
 }
 

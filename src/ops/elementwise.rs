@@ -11,12 +11,21 @@ use crate::packet::{MAX_WIDTH, Packet, math};
 use crate::simt::{PacketVisitor, RowSchedule};
 use std::iter::zip;
 
-/// The per-packet function of a binary element-wise operator.
+/// The per-packet function of a binary element-wise kernel.
 ///
 /// A trait rather than a closure so that it is `#[inline(always)]` and therefore
 /// compiled with the backend's target features.
-trait BinaryFn {
+pub(crate) trait BinaryFn {
+    /// Whether the body is vector math rather than one instruction: the schedule
+    /// then runs one packet per loop iteration
+    /// ([`PacketVisitor::ONE_PER_ITERATION`]).
+    const LONG: bool = true;
     fn apply<P: Packet>(p: P, a: P::V, b: P::V) -> P::V;
+}
+
+/// The per-packet function of a unary element-wise kernel (see [`BinaryFn`]).
+pub(crate) trait UnaryFn {
+    fn apply<P: Packet>(p: P, x: P::V) -> P::V;
 }
 
 /// A binary element-wise kernel `y = F(a, b)` over one row.
@@ -32,7 +41,7 @@ struct Binary<'r, P: Packet, F: BinaryFn> {
 impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
     const W: usize = P::W;
     const OVERLAPPING_TAIL: bool = true;
-    const ONE_PER_ITERATION: bool = true;
+    const ONE_PER_ITERATION: bool = F::LONG;
     #[inline(always)]
     fn full(&mut self, col: usize, _acc: usize) {
         let p = self.p;
@@ -45,6 +54,108 @@ impl<P: Packet, F: BinaryFn> PacketVisitor for Binary<'_, P, F> {
         let a = p.load_partial(&self.a[col..], lanes, 0.0);
         let b = p.load_partial(&self.b[col..], lanes, 0.0);
         p.store_partial(&mut self.y[col..], lanes, F::apply(p, a, b));
+    }
+}
+
+/// A unary element-wise kernel `y = F(x)` over one row.
+struct UnaryRow<'r, P: Packet, F: UnaryFn> {
+    p: P,
+    x: &'r [f32],
+    y: &'r mut [f32],
+    f: std::marker::PhantomData<F>,
+}
+
+impl<P: Packet, F: UnaryFn> PacketVisitor for UnaryRow<'_, P, F> {
+    const W: usize = P::W;
+    const OVERLAPPING_TAIL: bool = true;
+    const ONE_PER_ITERATION: bool = true;
+    #[inline(always)]
+    fn full(&mut self, col: usize, _acc: usize) {
+        let p = self.p;
+        p.store_at(self.y, col, F::apply(p, p.load_at(self.x, col)));
+    }
+    #[inline(always)]
+    fn masked(&mut self, col: usize, lanes: usize, _acc: usize) {
+        let p = self.p;
+        let x = p.load_partial(&self.x[col..], lanes, 0.0);
+        p.store_partial(&mut self.y[col..], lanes, F::apply(p, x));
+    }
+}
+
+/// `y = F(x)` over one row of `sched`, compiled for `F` (no streaming).
+#[inline(always)]
+pub(crate) fn unary_row<P: Packet, F: UnaryFn>(
+    p: P,
+    sched: &RowSchedule,
+    x: &[f32],
+    y: &mut [f32],
+) {
+    sched.visit(&mut UnaryRow {
+        p,
+        x,
+        y,
+        f: std::marker::PhantomData::<F>,
+    });
+}
+
+/// `y = F(a, b)` over one row of `sched`, compiled for `F` (no streaming).
+#[inline(always)]
+pub(crate) fn binary_row<P: Packet, F: BinaryFn>(
+    p: P,
+    sched: &RowSchedule,
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+) {
+    sched.visit(&mut Binary {
+        p,
+        a,
+        b,
+        y,
+        stream: false,
+        f: std::marker::PhantomData::<F>,
+    });
+}
+
+/// silu(x), as [`silu_ieee`].
+pub(crate) struct SiluFn;
+
+impl UnaryFn for SiluFn {
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, x: P::V) -> P::V {
+        silu_ieee(p, x)
+    }
+}
+
+/// gelu(x), as [`gelu_ieee`].
+pub(crate) struct GeluFn;
+
+impl UnaryFn for GeluFn {
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, x: P::V) -> P::V {
+        gelu_ieee(p, x)
+    }
+}
+
+/// a + b.
+pub(crate) struct AddFn;
+
+impl BinaryFn for AddFn {
+    const LONG: bool = false;
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, a: P::V, b: P::V) -> P::V {
+        p.add(a, b)
+    }
+}
+
+/// a · b.
+pub(crate) struct MulFn;
+
+impl BinaryFn for MulFn {
+    const LONG: bool = false;
+    #[inline(always)]
+    fn apply<P: Packet>(p: P, a: P::V, b: P::V) -> P::V {
+        p.mul(a, b)
     }
 }
 
