@@ -1,4 +1,6 @@
-//! The element-wise row operators: swiglu, gelu_residual and rope.
+//! The element-wise row operators: swiglu, gelu_residual and rope; and the
+//! one-function row kernels (silu, gelu, add, mul) that run the graph's unfused
+//! maps (`unary_row`, `binary_row`).
 //!
 //! They have no reduction, so `local` only decides which packets are masked.
 //! Where a row's schedule is contiguous full packets, rope places its packets
