@@ -1,6 +1,7 @@
 //! Every operator against its f64 reference: the seed's shapes and awkward ones,
 //! for every backend this CPU has (and the scalar fallback), full-packet on and off.
 
+use std::iter::zip;
 use taskgrain::bench::suites::seed_cases;
 use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use taskgrain::packet::{Backend, test_backends};
@@ -392,17 +393,119 @@ fn streaming_skips_outputs_that_alias_the_input() {
     }
 }
 
+/// gelu_residual's and masked_softmax's inputs with the values their paths
+/// treat apart: gelu lanes in the tail (|x| ≥ 2.5, most of them
+/// here, so blocks overflow the deferred list), at its edge, ±inf and NaN;
+/// softmax rows fully masked, with a NaN, with an infinity, and with a first
+/// packet far below the row's maximum (the three-pass fallback).
+fn special_inputs(op: Op, rows: usize, cols: usize, seed: u64) -> OwnedInputs {
+    let shape = Shape::rows(rows, cols);
+    let mut inputs = OwnedInputs::generate(op, shape, seed).unwrap();
+    let x = &mut inputs.tensors_mut()[0];
+    match op {
+        Op::GeluResidual => {
+            let specials = [
+                2.5,
+                -2.5,
+                2.499_999_8,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                -30.0,
+                12.0,
+            ];
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = if i % 97 < specials.len() {
+                    specials[i % 97]
+                } else {
+                    *v * 4.0
+                };
+            }
+        }
+        Op::MaskedSoftmax => {
+            for (r, row) in x.chunks_mut(cols).enumerate() {
+                match r % 5 {
+                    1 => row.fill(f32::NEG_INFINITY),
+                    2 => row[cols / 2] = f32::NAN,
+                    3 => row[cols - 1] = f32::INFINITY,
+                    4 => row[cols - 1] = 200.0,
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    inputs
+}
+
+/// Streaming never changes a bit: each row operator, streamed (gelu_residual
+/// through its L1 stage) and cached, on every backend,
+/// packet mode and a ragged local, over shapes that leave partial packets and
+/// partial stage blocks.
+#[test]
+fn streamed_and_cached_outputs_are_the_same_bits() {
+    let shapes = [
+        (1, 1),
+        (2, 7),
+        (2, 9),
+        (3, 17),
+        (5, 130),
+        (3, 1031),
+        (3, 1538),
+        (3, 4096),
+        (2, 4097),
+    ];
+    for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
+        for (rows, cols) in shapes {
+            if op == Op::Rope && cols % 2 == 1 {
+                continue;
+            }
+            let shape = Shape::rows(rows, cols);
+            let inputs = special_inputs(op, rows, cols, 5);
+            for backend in test_backends() {
+                let w = backend.width();
+                let tuned = default_config(op, &shape, w);
+                let ragged = LaunchConfig {
+                    local: 3 * w + 1,
+                    ..tuned
+                };
+                for (config, mode) in [tuned, ragged]
+                    .into_iter()
+                    .flat_map(|c| MODES.map(|m| (c, m)))
+                {
+                    let outputs = [false, true].map(|stream| {
+                        let launch =
+                            ops::prepare(inputs.view(), &shape, backend, config, mode).unwrap();
+                        let mut out = vec![f32::NAN; ops::output_len(&shape)];
+                        launch.with_stream(stream).run_on_caller(&mut out).unwrap();
+                        out
+                    });
+                    assert!(
+                        zip(&outputs[0], &outputs[1]).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{op} {rows}x{cols} {} local {} {mode:?}: streamed bits differ",
+                        backend.name(),
+                        config.local
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Large outputs are written with non-temporal stores, which need aligned
 /// addresses: every backend, at every misalignment of the output slice, must give
 /// the same bytes, within tolerance of the reference.
 #[test]
 fn streamed_outputs_are_correct_at_every_alignment() {
     let shape = Shape::rows(512, 4096);
-    assert!(ops::streams_output(Op::RmsNorm, ops::output_len(&shape)));
-    assert!(!ops::streams_output(
-        Op::MaskedSoftmax,
-        ops::output_len(&shape)
-    ));
+    let streaming = |op| matches!(op, Op::RmsNorm | Op::LayerNorm | Op::GeluResidual);
+    for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
+        assert_eq!(
+            ops::streams_output(op, ops::output_len(&shape)),
+            streaming(op),
+            "{op}"
+        );
+    }
     for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
         let inputs = OwnedInputs::generate(op, shape, 11).unwrap();
         let reference = ops::reference(inputs.view(), &shape);
@@ -417,11 +520,7 @@ fn streamed_outputs_are_correct_at_every_alignment() {
                 PacketMode::FullPacket,
             )
             .unwrap();
-            assert_eq!(
-                launch.streams(),
-                matches!(op, Op::RmsNorm | Op::LayerNorm),
-                "{op}"
-            );
+            assert_eq!(launch.streams(), streaming(op), "{op}");
             let launch = launch.with_stream(true);
             assert!(
                 launch.variant().ends_with("/stream"),

@@ -71,16 +71,21 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 
 /// Whether `op`'s output of `elems` f32s is written with non-temporal stores.
 ///
-/// Only rmsnorm and layernorm stream: their writing pass reads its row from L1,
-/// and streaming measured 0.74–0.79× the cached time at 1024x4096
-/// (`examples/stream_ab`). swiglu and gelu_residual gained nothing, masked_softmax
-/// (which rescales the row it has just written) lost 1.23–1.49×, and rope — two
-/// output streams 8 KiB apart against four input streams — lost 1.2–12×.
-/// Even for the norms the output's placement matters, see [`stream_is_safe`].
+/// rmsnorm and layernorm stream: their writing pass reads its row from L1, and
+/// streaming measured 0.55–0.64× the cached time at 1024x4096, W8, one worker
+/// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
+/// `elementwise::staged_row`): 0.82–0.99×. Streamed packet by packet as they
+/// were computed, its stores gained nothing. swiglu lost 1.08–1.46×; rope — two
+/// output streams 8 KiB apart against four input streams — lost 1.2–12×;
+/// masked_softmax lost 1.23–1.49× streaming the rescale of the row it had just
+/// written, and 1.02–1.23× staging the row's exponentials in L1 and streaming
+/// the rescaled row from there: its exp pass, not its stores, sets its pace.
+/// The output's placement matters too, see [`stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, elems: usize) -> bool {
-    matches!(op, Op::RmsNorm | Op::LayerNorm) && elems.saturating_mul(4) >= STREAM_MIN_BYTES
+    matches!(op, Op::RmsNorm | Op::LayerNorm | Op::GeluResidual)
+        && elems.saturating_mul(4) >= STREAM_MIN_BYTES
 }
 
 /// Output distances (bytes after the input, mod 4 KiB) at which streamed stores
@@ -255,7 +260,7 @@ impl Prepared<'_> {
             Kernel::LayerNorm(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
             Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
-            Kernel::GeluResidual(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::GeluResidual(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
             Kernel::Rope(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::Attention(k) => {
                 let (segment, q_rows) = t.group_rows(group);
