@@ -335,20 +335,17 @@ impl RowKernel for GeluResidual<'_> {
     #[inline(always)]
     fn row<P: Packet>(&self, p: P, sched: &RowSchedule, r: usize, y: &mut [f32]) {
         let c = sched.cols();
-        let (x, r, y) = (
-            &self.x[r * c..(r + 1) * c],
-            &self.r[r * c..(r + 1) * c],
-            &mut y[..c],
-        );
+        let row = r * c..(r + 1) * c;
+        let (x, residual, y) = (&self.x[row.clone()], &self.r[row], &mut y[..c]);
         let mut deferred = [(0, 0); DEFERRED];
         if sched.streams() && sched.is_full_contiguous() {
-            staged_row(p, x, r, y, &mut deferred);
+            staged_row(p, x, residual, y, &mut deferred);
             return;
         }
         let mut rows = GeluRows {
             p,
             x,
-            r,
+            r: residual,
             y,
             deferred: &mut deferred,
             n: 0,
