@@ -11,7 +11,7 @@ use taskgrain::packet::{Backend, Packet, WithPacket, dispatch, math};
 #[derive(Clone, Copy, Debug)]
 enum F {
     Exp,
-    ExpFlush,
+    Exp2Flush,
     Erf,
     Sigmoid,
     Silu,
@@ -42,7 +42,7 @@ impl WithPacket for Run<'_> {
         let (x, y) = (self.x, self.y);
         match self.f {
             F::Exp => each!(p, x, y, |v| math::exp(p, v)),
-            F::ExpFlush => each!(p, x, y, |v| math::exp_flush(p, v)),
+            F::Exp2Flush => each!(p, x, y, |v| math::exp2_flush(p, v)),
             F::Erf => each!(p, x, y, |v| math::erf(p, v)),
             F::Sigmoid => each!(p, x, y, |v| math::sigmoid(p, v)),
             F::Silu => each!(p, x, y, |v| math::silu(p, v)),
@@ -84,7 +84,7 @@ fn main() -> Result<(), taskgrain::Error> {
     println!("function | 0.5·N(0,1) | N(0,1) | 8·N(0,1)");
     for f in [
         F::Exp,
-        F::ExpFlush,
+        F::Exp2Flush,
         F::Erf,
         F::Sigmoid,
         F::Silu,

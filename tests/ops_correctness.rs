@@ -287,6 +287,43 @@ fn softmax_falls_back_when_the_first_packet_is_a_poor_shift() {
     }
 }
 
+/// Softmax folds its shift into the exponent's multiply-add only while the shift
+/// is small; rows of large finite logits, on either side of that limit and up
+/// to the largest f32, first packet maximal or not, must still match the
+/// reference.
+#[test]
+fn softmax_matches_the_reference_for_large_logits() {
+    let cols = 37;
+    let offsets: [f32; 11] = [
+        1e3, -1e3, 1e5, 1.04e6, 1.05e6, -2e6, 1e12, 1e30, -1e30, 3e38, -3e38,
+    ];
+    let shape = Shape::rows(2 * offsets.len(), cols);
+    let mut inputs = OwnedInputs::generate(Op::MaskedSoftmax, shape, 5).unwrap();
+    {
+        let t = inputs.tensors_mut();
+        for (k, &offset) in offsets.iter().enumerate() {
+            for late_max in [false, true] {
+                let row = (2 * k + usize::from(late_max)) * cols;
+                for i in 0..cols {
+                    // Distinct logits around the offset, 1/8 apart (exact where
+                    // the offset's ulp allows); the maximum first or last.
+                    let step = if late_max { i } else { cols - i };
+                    t[0][row + i] = offset + (step as f32) / 8.0 * (offset.abs() * 1e-7).max(1.0);
+                    t[1][row + i] = 0.0;
+                }
+            }
+        }
+    }
+    for b in test_backends() {
+        for mode in MODES {
+            for local in [b.width(), cols.div_ceil(b.width()) * b.width()] {
+                let out = check(&inputs, b, LaunchConfig { local, block: 3 }, mode);
+                assert!(out.iter().all(|v| v.is_finite()));
+            }
+        }
+    }
+}
+
 #[test]
 fn infinities_and_nans_propagate_in_elementwise_ops() {
     let shape = Shape::rows(1, 4);

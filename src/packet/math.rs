@@ -1,4 +1,4 @@
-//! Vector math over any [`Packet`]: `exp` (and the softmaxes' `exp_flush` and
+//! Vector math over any [`Packet`]: `exp` (and the softmaxes' `exp2_flush` and
 //! `exp2_softmax`), `erf`,
 //! `sigmoid`, `silu`, `gelu` (also in two parts, `gelu_core` and `gelu_tail`), `rsqrt`.
 //!
@@ -37,8 +37,8 @@
 //! | function | max measured error | asserted bound | notes |
 //! |---|---|---|---|
 //! | [`exp`] | 1 ulp | 2 ulp | whole domain incl. subnormal results |
-//! | [`exp_flush`] | 1 ulp | 2 ulp | x ≥ −87; exactly 0 below |
 //! | [`exp2_softmax`] | 1 ulp | 2 ulp | 2ᵗ, t clamped to [−125, 127] |
+//! | [`exp2_flush`] | 1 ulp | 2 ulp | 2ᵗ, t ≤ 127; exactly 0 below −125 |
 //! | [`erf`] | 3 ulp | 4 ulp | whole domain incl. subnormal `x` |
 //! | [`sigmoid`] | 2 ulp | 3 ulp | whole domain incl. subnormal results |
 //! | [`silu`] | 2 ulp | 4 ulp | whole domain incl. subnormal results |
@@ -198,21 +198,6 @@ pub fn exp<P: Packet>(p: P, x: P::V) -> P::V {
     }
 }
 
-/// eˣ for the arguments of a softmax (x − max ≤ 0), with results below e⁻⁸⁷ ≈ 1.6·10⁻³⁸
-/// flushed to +0: within 1 ulp (measured; 2 asserted) for −87 ≤ x ≤ 88, 0 for x < −87
-/// (−inf included), NaN → NaN; x > 88 gives e⁸⁸ (not a softmax argument).
-///
-/// [`exp`] without its rare paths: a clamp, the normal-range product and one select,
-/// about a third fewer instructions per packet. A softmax's output is divided by a sum
-/// ≥ 1, so the flushed values (< 1.6·10⁻³⁸) are far inside the operator's absolute
-/// tolerance; they are the subnormal results `exp` would take its slow path for.
-#[inline(always)]
-pub fn exp_flush<P: Packet>(p: P, x: P::V) -> P::V {
-    // `min`/`max` with the constant first keep a NaN; NaN compares false below.
-    let xc = p.min(p.splat(EXP_NORMAL_HI), p.max(p.splat(EXP_NORMAL_LO), x));
-    p.select(p.lt(x, p.splat(EXP_NORMAL_LO)), p.zero(), exp_normal(p, xc))
-}
-
 /// eˣ for any x with two-step exponent scaling (see [`exp`]).
 #[inline(always)]
 fn exp_wide<P: Packet>(p: P, x: P::V) -> P::V {
@@ -251,7 +236,7 @@ const EXP2_HI: f32 = 127.0;
 /// and an absolute error far below any softmax's tolerance, whose sum is ≥ 1 — and
 /// t > 127 gives 2¹²⁷. NaN → NaN.
 ///
-/// Eleven vector instructions where [`exp_flush`] takes sixteen: the clamp; n = t
+/// Eleven vector instructions where eˣ's fast path takes sixteen: the clamp; n = t
 /// rounded to an integer by one addition onto 1.5·2²³ + 127, which leaves n + 127 in the
 /// low mantissa bits for [`Packet::shl_exponent`] to make 2ⁿ; the exact r = t − n (no
 /// two-step ln 2 reduction); a degree-6 Horner polynomial (a softmax row's packets are
@@ -264,6 +249,18 @@ pub fn exp2_softmax<P: Packet>(p: P, t: P::V) -> P::V {
     let n = p.sub(kf, p.splat(EXP_SHIFTER));
     let r = p.sub(tc, n);
     p.mul(horner(p, r, &EXP2_C), p.shl_exponent(kf))
+}
+
+/// 2ᵗ for the arguments of a masked softmax: [`exp2_softmax`], except that t < −125
+/// (−inf included) gives exactly 0, so a masked entry's probability is exactly 0.
+/// Within 1 ulp (measured; 2 asserted) for −125 ≤ t ≤ 127; t > 127 gives 2¹²⁷;
+/// NaN → NaN. Thirteen vector instructions where eˣ of the same argument, with the
+/// same flush, takes sixteen plus the subtraction that forms it: the caller folds
+/// log₂e into the one fused multiply-add that subtracts its shift.
+#[inline(always)]
+pub fn exp2_flush<P: Packet>(p: P, t: P::V) -> P::V {
+    // NaN compares false: it propagates through `exp2_softmax`.
+    p.select(p.lt(t, p.splat(EXP2_LO)), p.zero(), exp2_softmax(p, t))
 }
 
 // ---------------------------------------------------------------- erf

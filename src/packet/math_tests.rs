@@ -92,10 +92,9 @@ fn reference(f: Func, x: f32) -> f64 {
     let x = x as f64;
     match f {
         Func::Exp => x.exp(),
-        // Its contract: flushed to 0 below −87, clamped at 88.
-        Func::ExpFlush if x < -87.0 => 0.0,
-        Func::ExpFlush if x > 88.0 => 88f64.exp(),
-        Func::ExpFlush => x.exp(),
+        // Its contract: flushed to 0 below −125, clamped at 127.
+        Func::Exp2Flush if x < -125.0 => 0.0,
+        Func::Exp2Flush => x.clamp(-125.0, 127.0).exp2(),
         // Its contract: 2ᵗ with t clamped to [−125, 127].
         Func::Exp2Softmax => x.clamp(-125.0, 127.0).exp2(),
         Func::Erf => erf64(x),
@@ -166,7 +165,7 @@ fn reference_erf_matches_mpmath() {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Func {
     Exp,
-    ExpFlush,
+    Exp2Flush,
     Exp2Softmax,
     Erf,
     Sigmoid,
@@ -206,7 +205,7 @@ impl WithPacket for Apply<'_> {
         let (x, y) = (self.x, self.y);
         match self.f {
             Func::Exp => each!(p, x, y, exp),
-            Func::ExpFlush => each!(p, x, y, exp_flush),
+            Func::Exp2Flush => each!(p, x, y, exp2_flush),
             Func::Exp2Softmax => each!(p, x, y, exp2_softmax),
             Func::Erf => each!(p, x, y, erf),
             Func::Sigmoid => each!(p, x, y, sigmoid),
@@ -474,20 +473,25 @@ fn exp_special_values() {
 }
 
 #[test]
-fn exp_flush_within_2_ulp() {
-    check(Func::ExpFlush, 8, -88.0, 89.0, 2);
+fn exp2_flush_within_2_ulp() {
+    check(Func::Exp2Flush, 8, -126.0, 128.0, 2);
 }
 
 #[test]
-fn exp_flush_special_values() {
-    use Func::ExpFlush;
-    exactly(ExpFlush, 0.0, 1.0);
-    exactly(ExpFlush, -0.0, 1.0);
-    exactly(ExpFlush, f32::NEG_INFINITY, 0.0);
-    exactly(ExpFlush, f32::NAN, f32::NAN);
-    exactly(ExpFlush, -87.000_01, 0.0);
-    exactly(ExpFlush, -1e30, 0.0);
-    exactly(ExpFlush, 1.0, std::f32::consts::E);
+fn exp2_flush_special_values() {
+    use Func::Exp2Flush;
+    let two_pow = |n: i32| 2f32.powi(n);
+    exactly(Exp2Flush, 0.0, 1.0);
+    exactly(Exp2Flush, -0.0, 1.0);
+    exactly(Exp2Flush, 1.0, 2.0);
+    exactly(Exp2Flush, -1.0, 0.5);
+    exactly(Exp2Flush, -125.0, two_pow(-125));
+    exactly(Exp2Flush, -125.000_01, 0.0);
+    exactly(Exp2Flush, -1e30, 0.0);
+    exactly(Exp2Flush, f32::NEG_INFINITY, 0.0);
+    exactly(Exp2Flush, 127.0, two_pow(127));
+    exactly(Exp2Flush, f32::INFINITY, two_pow(127));
+    exactly(Exp2Flush, f32::NAN, f32::NAN);
 }
 
 #[test]
@@ -657,7 +661,7 @@ fn results_do_not_depend_on_neighbouring_lanes() {
         .collect();
     for f in [
         Func::Exp,
-        Func::ExpFlush,
+        Func::Exp2Flush,
         Func::Erf,
         Func::Sigmoid,
         Func::Silu,
