@@ -76,7 +76,9 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
 /// `elementwise::staged_row`): 0.82–0.99×. Streamed packet by packet as they
 /// were computed, its stores gained nothing. swiglu lost 1.08–1.46×; rope — two
-/// output streams 8 KiB apart against four input streams — lost 1.2–12×;
+/// output streams 8 KiB apart against four input streams — lost 1.2–12×, and
+/// 1.0–1.16× with each block of 256 rotation pairs staged in L1 and both its
+/// halves streamed out from there (AMD Zen 4);
 /// masked_softmax lost 1.23–1.49× streaming the rescale of the row it had just
 /// written, and 1.02–1.23× staging the row's exponentials in L1 and streaming
 /// the rescaled row from there: its exp pass, not its stores, sets its pace.
