@@ -116,11 +116,11 @@ pub(super) fn calibrate(a: CalibrateArgs) -> Result<Outcome> {
             let g = &w.graph;
             println!(
                 "W{} graph kernels: map {:.3} ns/tensor + {:.3} ns/flop per element; \
-                 softmax {:.3} ns/element; scores, probs·v {:.4} ns/flop (block 16), {:.4} (block 1)",
+                 softmax {} ns/element (1, 2, 4, 8 accumulators); scores, probs·v {:.4} ns/flop (block 16), {:.4} (block 1)",
                 w.width,
                 g.map_tensor_ns,
                 g.map_flop_ns,
-                g.softmax_elem_ns,
+                g.softmax_elem_ns.map(|x| format!("{x:.3}")).join(", "),
                 g.attn_flop_ns[1],
                 g.attn_flop_ns[0]
             );

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Format version of the planner's files; bump when a body changes shape.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// What a cache file was made for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -312,7 +312,8 @@ fn calibrate_bandwidth(
 /// unfused chains of masked_softmax, swiglu and gelu_residual at 32×1024 and of
 /// attention at 1×2×1×16×256×64×64, each timed alone on the caller (data in
 /// L2). The maps give ns per tensor and per flop (a least-squares fit over
-/// add, mul, silu and gelu), the softmax ns per element, scores and probs·v
+/// add, mul, silu and gelu), the softmax ns per element with 1, 2, 4 and 8
+/// accumulators (locals W, 2W, 4W and the whole row), scores and probs·v
 /// ns per flop in groups of 16 query rows and of one (the fused attention's
 /// sensitivity to the block measured 5×, theirs far less). `wc` holds this
 /// width's operator costs, calibrated already.
@@ -363,12 +364,23 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                     reduce_passes,
                     ..
                 } => {
-                    let fixed = wc.rows[0].row_ns[3] * reduce_passes.max(1) as f64;
-                    let per = (body_ns / rows as f64 - fixed).max(0.0) / cols as f64;
+                    // ns per element of a body with `a_index` = log2 of its
+                    // accumulator count, after the fixed per-row costs.
+                    let per = |ns: f64, a_index: usize| {
+                        let fixed = wc.rows[0].row_ns[a_index] * reduce_passes.max(1) as f64;
+                        (ns / rows as f64 - fixed).max(0.0) / cols as f64
+                    };
                     if reduce_passes > 0 {
-                        softmax.push(per);
+                        // Locals W, 2W and 4W reduce into 1, 2 and 4 accumulators
+                        // (the row, 32 packets, is longer); the whole row into 8.
+                        let mut by_a = [per(body_ns, 3); 4];
+                        for (k, slot) in by_a.iter_mut().take(3).enumerate() {
+                            let local = w << k;
+                            *slot = per(time_ns(LaunchConfig { local, ..config })?, k);
+                        }
+                        softmax.push(by_a);
                     } else {
-                        maps.push((p.bytes_per_elem / 4.0, p.flops_per_elem, per));
+                        maps.push((p.bytes_per_elem / 4.0, p.flops_per_elem, per(body_ns, 3)));
                     }
                 }
                 Work::Attention(_) => {
@@ -387,8 +399,10 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
         cost.map_tensor_ns = t;
         cost.map_flop_ns = f;
     }
-    if let Some(x) = median(&mut softmax) {
-        cost.softmax_elem_ns = x;
+    for (k, slot) in cost.softmax_elem_ns.iter_mut().enumerate() {
+        if let Some(x) = median(&mut softmax.iter().map(|by_a| by_a[k]).collect::<Vec<_>>()) {
+            *slot = x;
+        }
     }
     for (slot, v) in cost.attn_flop_ns.iter_mut().zip(&mut attn) {
         if let Some(x) = median(v) {

@@ -64,8 +64,12 @@ pub struct GraphCost {
     pub map_tensor_ns: f64,
     /// Element-wise maps: ns per element per nominal flop of the expression.
     pub map_flop_ns: f64,
-    /// Row softmax (two passes and a reduction): ns per element, 8 accumulators.
-    pub softmax_elem_ns: f64,
+    /// Row softmax (two passes and a reduction): ns per element with 1, 2, 4
+    /// and 8 packet accumulators. Measured for the graph's softmax itself: its
+    /// sensitivity to the accumulator count is not the fused kernel's (at
+    /// 129x768, W8, local 16 against the whole row: 1.07× for the graph's
+    /// softmax, 1.00× for the fused kernel).
+    pub softmax_elem_ns: [f64; 4],
     /// Attention scores and probs·v kernels: ns per flop for groups of 1 and of
     /// 16 query rows (interpolated in log2 between them).
     pub attn_flop_ns: [f64; 2],
@@ -77,7 +81,7 @@ impl GraphCost {
         GraphCost {
             map_tensor_ns: 0.1 * scale,
             map_flop_ns: 0.08 * scale,
-            softmax_elem_ns: 1.0 * scale,
+            softmax_elem_ns: [1.0 * scale; 4],
             attn_flop_ns: [0.12 * scale, 0.08 * scale],
         }
     }
@@ -358,13 +362,11 @@ impl CostModel {
                         let g = &wc.graph;
                         let tensors = p.bytes_per_elem / 4.0;
                         let e = if reduce_passes > 0 {
-                            // A softmax (with the cost of any prologue beyond an
-                            // input and an output), slowed as the fused softmax
-                            // is with fewer accumulators.
-                            let r = &wc.rows[2];
+                            // A softmax with its accumulators (and the cost of
+                            // any prologue beyond an input and an output).
                             let extra = (tensors - 2.0).max(0.0) * g.map_tensor_ns
                                 + (p.flops_per_elem - 12.0).max(0.0) * g.map_flop_ns;
-                            (g.softmax_elem_ns + extra) * r.elem_ns[ai] / r.elem_ns[3]
+                            g.softmax_elem_ns[ai] + extra
                         } else {
                             tensors * g.map_tensor_ns + p.flops_per_elem * g.map_flop_ns
                         };
