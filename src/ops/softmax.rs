@@ -184,40 +184,29 @@ fn exp_sum<P: Packet, S: SoftmaxSource<P>>(
     y: &mut [f32],
     shift: f32,
 ) -> f32 {
+    /// One exp pass; `offset` is `ExpSum::offset` (−shift·log₂e if `FOLDED`).
     #[inline(always)]
     fn pass<P: Packet, S: SoftmaxSource<P>, const FOLDED: bool>(
+        p: P,
         sched: &RowSchedule,
-        mut es: ExpSum<'_, P, S, FOLDED>,
+        src: S,
+        y: &mut [f32],
+        offset: f32,
     ) -> f32 {
-        let p = es.p;
+        let mut es = ExpSum::<P, S, FOLDED> {
+            p,
+            src,
+            y,
+            offset: p.splat(offset),
+            acc: [p.zero(); 8],
+        };
         sched.visit(&mut es);
         p.reduce_add(fold(p, &mut es.acc, sched.accumulators()))
     }
-    let acc = [p.zero(); 8];
     if shift.abs() < FOLD_LIMIT {
-        let offset = p.splat(-(shift * std::f32::consts::LOG2_E));
-        pass::<P, S, true>(
-            sched,
-            ExpSum {
-                p,
-                src,
-                y,
-                offset,
-                acc,
-            },
-        )
+        pass::<P, S, true>(p, sched, src, y, -(shift * std::f32::consts::LOG2_E))
     } else {
-        let offset = p.splat(shift);
-        pass::<P, S, false>(
-            sched,
-            ExpSum {
-                p,
-                src,
-                y,
-                offset,
-                acc,
-            },
-        )
+        pass::<P, S, false>(p, sched, src, y, shift)
     }
 }
 

@@ -478,42 +478,35 @@ fn exp2_flush_within_2_ulp() {
 }
 
 #[test]
-fn exp2_flush_special_values() {
-    use Func::Exp2Flush;
-    let two_pow = |n: i32| 2f32.powi(n);
-    exactly(Exp2Flush, 0.0, 1.0);
-    exactly(Exp2Flush, -0.0, 1.0);
-    exactly(Exp2Flush, 1.0, 2.0);
-    exactly(Exp2Flush, -1.0, 0.5);
-    exactly(Exp2Flush, -125.0, two_pow(-125));
-    exactly(Exp2Flush, -125.000_01, 0.0);
-    exactly(Exp2Flush, -1e30, 0.0);
-    exactly(Exp2Flush, f32::NEG_INFINITY, 0.0);
-    exactly(Exp2Flush, 127.0, two_pow(127));
-    exactly(Exp2Flush, f32::INFINITY, two_pow(127));
-    exactly(Exp2Flush, f32::NAN, f32::NAN);
-}
-
-#[test]
 fn exp2_softmax_within_2_ulp() {
     check(Func::Exp2Softmax, 8, -126.0, 128.0, 2);
 }
 
+/// The special values of the softmaxes' base-2 exponentials, which differ only
+/// in what t < −125 gives: `below`.
+fn exp2_special_values(f: Func, below: f32) {
+    let two_pow = |n: i32| 2f32.powi(n);
+    exactly(f, 0.0, 1.0);
+    exactly(f, -0.0, 1.0);
+    exactly(f, 1.0, 2.0);
+    exactly(f, -1.0, 0.5);
+    exactly(f, -125.0, two_pow(-125));
+    exactly(f, -125.000_01, below);
+    exactly(f, -1e30, below);
+    exactly(f, f32::NEG_INFINITY, below);
+    exactly(f, 127.0, two_pow(127));
+    exactly(f, f32::INFINITY, two_pow(127));
+    exactly(f, f32::NAN, f32::NAN);
+}
+
 #[test]
 fn exp2_softmax_special_values() {
-    use Func::Exp2Softmax;
-    let two_pow = |n: i32| 2f32.powi(n);
-    exactly(Exp2Softmax, 0.0, 1.0);
-    exactly(Exp2Softmax, -0.0, 1.0);
-    exactly(Exp2Softmax, 1.0, 2.0);
-    exactly(Exp2Softmax, -1.0, 0.5);
-    exactly(Exp2Softmax, -125.0, two_pow(-125));
-    exactly(Exp2Softmax, -125.000_01, two_pow(-125));
-    exactly(Exp2Softmax, -1e30, two_pow(-125));
-    exactly(Exp2Softmax, f32::NEG_INFINITY, two_pow(-125));
-    exactly(Exp2Softmax, 127.0, two_pow(127));
-    exactly(Exp2Softmax, f32::INFINITY, two_pow(127));
-    exactly(Exp2Softmax, f32::NAN, f32::NAN);
+    exp2_special_values(Func::Exp2Softmax, 2f32.powi(-125));
+}
+
+#[test]
+fn exp2_flush_special_values() {
+    exp2_special_values(Func::Exp2Flush, 0.0);
 }
 
 #[test]
