@@ -535,7 +535,12 @@ fn streamed_and_cached_outputs_are_the_same_bits() {
 #[test]
 fn streamed_outputs_are_correct_at_every_alignment() {
     let shape = Shape::rows(512, 4096);
-    let streaming = |op| matches!(op, Op::RmsNorm | Op::LayerNorm | Op::GeluResidual);
+    let streaming = |op| {
+        matches!(
+            op,
+            Op::RmsNorm | Op::LayerNorm | Op::GeluResidual | Op::Rope
+        )
+    };
     for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
         assert_eq!(
             ops::streams_output(op, ops::output_len(&shape)),

@@ -75,19 +75,22 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// streaming measured 0.55–0.64× the cached time at 1024x4096, W8, one worker
 /// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
 /// `elementwise::staged_row`): 0.82–0.99×. Streamed packet by packet as they
-/// were computed, its stores gained nothing. swiglu lost 1.08–1.46×; rope — two
-/// output streams 8 KiB apart against four input streams — lost 1.2–12×, and
-/// 1.0–1.16× with each block of 256 rotation pairs staged in L1 and both its
-/// halves streamed out from there (AMD Zen 4);
-/// masked_softmax lost 1.23–1.49× streaming the rescale of the row it had just
-/// written, and 1.02–1.23× staging the row's exponentials in L1 and streaming
-/// the rescaled row from there: its exp pass, not its stores, sets its pace.
+/// were computed, its stores gained nothing. rope streams both output halves
+/// from its lean loop over aligned rows: 0.76–0.96× the cached loop at
+/// 4096x1024 and 1024x4096, W4 to W16 (AMD Zen 4; streamed through the
+/// schedule's generic walk it had lost 1.2–12× on an earlier build). swiglu
+/// lost 1.08–1.46×; masked_softmax lost 1.23–1.49× streaming the rescale of
+/// the row it had just written, and 1.02–1.23× staging the row's exponentials
+/// in L1 and streaming the rescaled row from there: its exp pass, not its
+/// stores, sets its pace.
 /// The output's placement matters too, see [`stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, elems: usize) -> bool {
-    matches!(op, Op::RmsNorm | Op::LayerNorm | Op::GeluResidual)
-        && elems.saturating_mul(4) >= STREAM_MIN_BYTES
+    matches!(
+        op,
+        Op::RmsNorm | Op::LayerNorm | Op::GeluResidual | Op::Rope
+    ) && elems.saturating_mul(4) >= STREAM_MIN_BYTES
 }
 
 /// Output distances (bytes after the input, mod 4 KiB) at which streamed stores
@@ -263,7 +266,7 @@ impl Prepared<'_> {
             Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::GeluResidual(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
-            Kernel::Rope(k) => rows::run_group(k, b, s, rows, out, len),
+            Kernel::Rope(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
             Kernel::Attention(k) => {
                 let (segment, q_rows) = t.group_rows(group);
                 k.run_group(b, segment, q_rows, out)
