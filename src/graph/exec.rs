@@ -219,12 +219,7 @@ impl<'a> NodeLaunch<'a> {
             ));
         }
         let node: &'a Node = &graph.nodes()[index];
-        let compiled = match graph.operator() {
-            Some((op, shape)) if graph.launches() == 1 && node.epilogue.is_none() => {
-                Some((op, shape))
-            }
-            _ => None,
-        };
+        let compiled = graph.compiled_operator();
         // A compiled operator reads the graph's inputs, a graph kernel its node's.
         if compiled.is_some() {
             check_lengths(graph, tensor, graph.inputs().iter().copied())?;

@@ -452,6 +452,16 @@ impl Graph {
         self.operator
     }
 
+    /// The operator whose own compiled kernel runs this whole graph: set when
+    /// the graph is one launch of an operator (what fusion makes of every
+    /// operator) with no epilogue.
+    pub fn compiled_operator(&self) -> Option<(Op, Shape)> {
+        match (self.nodes.as_slice(), self.operator) {
+            ([node], Some(op)) if node.epilogue.is_none() => Some(op),
+            _ => None,
+        }
+    }
+
     /// The nodes, in execution order; each is one launch.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
