@@ -469,23 +469,25 @@ impl<P: Packet> Rotate<'_, P> {
         .any(|&(s, i)| lane_offset::<P>(s, i) != 0)
     }
 
-    /// The whole row in full packets when x's halves, cos, sin and y's halves
-    /// all start on packet boundaries (so `half` is a multiple of W): zipped
-    /// exact chunks, without bounds checks, the store kind fixed at compile time.
+    /// The whole row in full packets: zipped exact chunks of x's halves, cos,
+    /// sin and y's halves (no bounds checks, the store kind fixed at compile
+    /// time), then, when `half` is not a multiple of W, the full packet that
+    /// ends at the half's end (its overlap recomputes bit-identical values).
+    /// Needs `half ≥ W`.
     ///
     /// A lean loop matters here: with six streams in flight and four of them
     /// missing the cache, fewer instructions per packet let more loads overlap.
-    /// Cached, it took 0.88–0.94× the time of the schedule's generic walk
-    /// ([`RowSchedule::visit`], which it replaced for these rows); streamed
+    /// On aligned rows, cached, it took 0.88–0.94× the time of the schedule's
+    /// generic walk ([`RowSchedule::visit`], which it replaced); streamed
     /// (`ops::streams_output`), 0.79–0.88× (`run rope --workers 1 --grain
-    /// caller --strategy whole` at 4096x1024 and 1024x4096, W8 and W16, AMD Zen 4).
+    /// caller --strategy whole` at 4096x1024 and 1024x4096, W8 and W16, AMD
+    /// Zen 4). On rows that straddle cache lines it replaced the walk where
+    /// realigning does not pay: rope 257x1538 on one worker went from
+    /// 58.3–60.3 to 53.8–54.7 µs at W8 on Zen and from 95.3 to 59.6–68.1 µs
+    /// at W4 (`run rope --workers 1`).
     #[inline(always)]
     fn lean<const STREAM: bool>(&mut self) {
         let (p, h, w) = (self.p, self.half, P::W);
-        debug_assert!(
-            h.is_multiple_of(w),
-            "aligned halves are whole packets apart"
-        );
         let (x1, x2) = self.x.split_at(h);
         let (y1, y2) = self.y.split_at_mut(h);
         let ins = zip(
@@ -497,6 +499,9 @@ impl<P: Packet> Rotate<'_, P> {
             let (v1, v2) = rotate(p, p.load(a), p.load(b), p.load(c), p.load(s));
             p.store_result(o1, v1, STREAM);
             p.store_result(o2, v2, STREAM);
+        }
+        if !h.is_multiple_of(w) {
+            self.full(h - w, 0);
         }
     }
 
@@ -599,17 +604,18 @@ impl RowKernel for Rope<'_> {
             half,
             stream: sched.streams(),
         };
-        // Full packets may go anywhere in an element-wise row: it is read in
-        // one lean pass when its streams start on packet boundaries, or
-        // realigned when they do not and the row is long enough to pay for it.
+        // Full packets may go anywhere in an element-wise row: it is realigned
+        // when its streams straddle cache lines and the row is long enough to
+        // pay for that, else read in one lean pass.
         let full = sched.is_full_contiguous() && half >= P::W;
-        let straddles = full && rotate.straddles_lines();
-        let realign = half >= p.realign_min_packets().saturating_mul(P::W).max(4 * P::W);
-        match (full, straddles, rotate.stream) {
+        let realign = full
+            && half >= p.realign_min_packets().saturating_mul(P::W).max(4 * P::W)
+            && rotate.straddles_lines();
+        match (full, realign, rotate.stream) {
+            (true, true, true) => rotate.realigned::<true>(),
+            (true, true, false) => rotate.realigned::<false>(),
             (true, false, true) => rotate.lean::<true>(),
             (true, false, false) => rotate.lean::<false>(),
-            (true, true, true) if realign => rotate.realigned::<true>(),
-            (true, true, false) if realign => rotate.realigned::<false>(),
             _ => sched.visit(&mut rotate),
         }
     }
