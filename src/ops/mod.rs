@@ -76,7 +76,7 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
 /// `elementwise::staged_row`): 0.82–0.99×. Streamed packet by packet as they
 /// were computed, its stores gained nothing. rope streams both output halves
-/// from its lean loop over aligned rows: 0.76–0.96× the cached loop at
+/// from its row loops (`elementwise::Rotate`): 0.76–0.96× the cached time at
 /// 4096x1024 and 1024x4096, W4 to W16 (AMD Zen 4; streamed through the
 /// schedule's generic walk it had lost 1.2–12× on an earlier build). swiglu
 /// lost 1.08–1.46×; masked_softmax lost 1.23–1.49× streaming the rescale of
