@@ -335,6 +335,8 @@ pub struct RowSchedule {
     /// `local` is a multiple of `width`: steps tile a row without gaps.
     contiguous: bool,
     stream: bool,
+    /// Streamed element-wise passes walk rows last packet first.
+    descending: bool,
 }
 
 impl RowSchedule {
@@ -354,6 +356,7 @@ impl RowSchedule {
             accumulators,
             contiguous: local.is_multiple_of(width),
             stream: false,
+            descending: false,
         }
     }
 
@@ -362,6 +365,13 @@ impl RowSchedule {
     /// again from cache, this saves the read-for-ownership of every line.
     pub fn with_stream(self, stream: bool) -> Self {
         RowSchedule { stream, ..self }
+    }
+
+    /// The same schedule, with element-wise visitors of a streamed full-packet
+    /// row walking it last packet first when `descending` (see
+    /// `RowSchedule::descending` for when that pays).
+    pub fn with_descending(self, descending: bool) -> Self {
+        RowSchedule { descending, ..self }
     }
 
     /// Whether final results are stored with non-temporal stores.
@@ -484,6 +494,9 @@ impl RowSchedule {
         if V::ONE_PER_ITERATION || V::OVERLAPPING_TAIL {
             // Element-wise visitors (the accumulator is only passed along):
             // loops, unrolled eight times unless the body is long.
+            if self.full_packet && self.stream && self.descending && packets > 0 {
+                return self.descending::<V, A>(v);
+            }
             if self.full_packet {
                 while !V::ONE_PER_ITERATION && q + 8 <= packets {
                     for j in 0..8 {
@@ -512,6 +525,36 @@ impl RowSchedule {
             self.reduce::<V, A, true>(v)
         } else {
             self.reduce::<V, A, false>(v)
+        }
+    }
+
+    /// The element-wise path of [`RowSchedule::visit_contiguous`] for a streamed
+    /// row: the same packets, last to first (the overlapping tail packet first).
+    ///
+    /// A load waits for an older pending store whose address matches it in the
+    /// low 12 bits ("4K aliasing"), and a streamed store stays pending long.
+    /// When the output starts `d` bytes (mod 4 KiB) after an input, an
+    /// ascending walk loads the input bytes that alias the store it issued `d`
+    /// bytes earlier, and a descending walk those of the store `4096 − d` bytes
+    /// earlier: rmsnorm and layernorm descend when `d` < 2 KiB (see
+    /// `ops::walks_down`). `malloc` places consecutive large buffers a few
+    /// cache lines apart, where an ascending walk stalls on every packet.
+    #[inline(always)]
+    fn descending<V: PacketVisitor, const A: usize>(&self, v: &mut V) {
+        let packets = self.cols / V::W;
+        if !self.cols.is_multiple_of(V::W) {
+            self.tail_packet(v, packets % A);
+        }
+        let mut q = packets;
+        while !V::ONE_PER_ITERATION && q >= 8 {
+            q -= 8;
+            for j in (0..8).rev() {
+                v.full((q + j) * V::W, j % A);
+            }
+        }
+        while q > 0 {
+            q -= 1;
+            v.full(q * V::W, q % A);
         }
     }
 
@@ -570,6 +613,45 @@ mod schedule_tests {
                     let got: Vec<_> = r.0.iter().map(|&(c, l, f, acc)| (c, l, f, acc)).collect();
                     // Full packets report 8 lanes.
                     assert_eq!(got, want, "cols {cols} local {local} {mode:?}");
+                }
+            }
+        }
+    }
+
+    struct Elementwise(Vec<(usize, bool)>);
+    impl PacketVisitor for Elementwise {
+        const W: usize = 8;
+        const OVERLAPPING_TAIL: bool = true;
+        fn full(&mut self, col: usize, _acc: usize) {
+            self.0.push((col, true));
+        }
+        fn masked(&mut self, col: usize, _lanes: usize, _acc: usize) {
+            self.0.push((col, false));
+        }
+    }
+
+    #[test]
+    fn streamed_elementwise_rows_visit_the_same_packets_last_first() {
+        for cols in [1, 7, 8, 9, 63, 64, 65, 130, 1024] {
+            for mode in [PacketMode::FullPacket, PacketMode::AllMasked] {
+                let sched = RowSchedule::new(cols, 64, 8, mode);
+                let (mut cached, mut streamed) = (Elementwise(Vec::new()), Elementwise(Vec::new()));
+                sched.visit(&mut cached);
+                sched
+                    .with_stream(true)
+                    .with_descending(true)
+                    .visit(&mut streamed);
+                let descends = mode.full_packet() && cols >= 8;
+                let mut want = cached.0.clone();
+                if descends {
+                    want.reverse();
+                }
+                assert_eq!(streamed.0, want, "cols {cols} {mode:?}");
+                if descends {
+                    assert!(
+                        streamed.0.windows(2).all(|w| w[0].0 > w[1].0),
+                        "cols {cols}"
+                    );
                 }
             }
         }
