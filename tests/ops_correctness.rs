@@ -531,10 +531,17 @@ fn streamed_and_cached_outputs_are_the_same_bits() {
 
 /// Large outputs are written with non-temporal stores, which need aligned
 /// addresses: every backend, at every misalignment of the output slice, must give
-/// the same bytes, within tolerance of the reference.
+/// the same bytes, within tolerance of the reference. Also streamed, forced: a
+/// small ragged shape, whose rows end in a partial packet.
 #[test]
 fn streamed_outputs_are_correct_at_every_alignment() {
-    let shape = Shape::rows(512, 4096);
+    let large = Shape::rows(512, 4096);
+    for shape in [large, Shape::rows(9, 1030)] {
+        streamed_outputs_are_correct(shape, shape == large);
+    }
+}
+
+fn streamed_outputs_are_correct(shape: Shape, large: bool) {
     let streaming = |op| {
         matches!(
             op,
@@ -544,7 +551,7 @@ fn streamed_outputs_are_correct_at_every_alignment() {
     for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
         assert_eq!(
             ops::streams_output(op, ops::output_len(&shape)),
-            streaming(op),
+            large && streaming(op),
             "{op}"
         );
     }
@@ -562,30 +569,40 @@ fn streamed_outputs_are_correct_at_every_alignment() {
                 PacketMode::FullPacket,
             )
             .unwrap();
-            assert_eq!(launch.streams(), streaming(op), "{op}");
+            assert_eq!(launch.streams(), large && streaming(op), "{op}");
             let launch = launch.with_stream(true);
             assert!(
                 launch.variant().ends_with("/stream"),
                 "{}",
                 launch.variant()
             );
+            // The output at byte distances (mod 4 KiB) after x on both sides of
+            // every placement rule: streamed rows walk down below 2 KiB
+            // (`ops::walks_down`), and 16–191 bytes keep some operators cached.
+            let x = inputs.view().tensors().0[0].as_ptr() as usize;
+            let mut buf = vec![f32::NAN; len + 1024];
             let mut first: Option<Vec<f32>> = None;
-            for offset in [0, 1, 2, 4, 8] {
-                let mut buf = vec![f32::NAN; len + offset];
-                launch.run_on_caller(&mut buf[offset..]).unwrap();
-                let out = &buf[offset..];
+            for distance in [0, 4, 16, 64, 256, 1984, 2048, 3968] {
+                buf.fill(f32::NAN);
+                let at = (buf.as_ptr() as usize).wrapping_sub(x) % 4096;
+                let offset = (distance + 4096 - at) % 4096 / 4;
+                let out = &mut buf[offset..offset + len];
+                assert_eq!((out.as_ptr() as usize).wrapping_sub(x) % 4096, distance);
+                launch.run_on_caller(out).unwrap();
                 let r = ops::compare(out, &reference, ops::tolerance(op));
                 assert!(
                     r.ok,
-                    "{op} {} offset {offset}: {} failures",
+                    "{op} {shape} {} output {distance} bytes after x: {} failures",
                     backend.name(),
                     r.failures
                 );
                 match &first {
                     None => first = Some(out.to_vec()),
                     Some(f) => assert!(
-                        f.iter().zip(out).all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{op} {} offset {offset}: bytes differ from offset 0",
+                        f.iter()
+                            .zip(out.iter())
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{op} {shape} {} output {distance} bytes after x: bytes differ from 0",
                         backend.name()
                     ),
                 }
