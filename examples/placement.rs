@@ -8,11 +8,12 @@
 //! which a streamed pass walks its row matters (`ops::walks_down`). Times are
 //! the fastest of 25 calls per cell, in µs.
 
+mod stores;
+
+use stores::{cached_and_streamed, output_buffer, window_at};
 use taskgrain::bench::timing::time_calls;
 use taskgrain::ops::{self, Op, OwnedInputs, Shape};
 use taskgrain::packet::Backend;
-use taskgrain::plan::default_config;
-use taskgrain::simt::PacketMode;
 
 /// Byte distances, mod 4096, of the output after input 0 (3968 = 128 before it).
 const DISTANCES: [usize; 9] = [0, 16, 64, 128, 256, 1024, 2048, 3072, 3968];
@@ -29,27 +30,13 @@ fn main() -> Result<(), taskgrain::Error> {
     let backend = Backend::native(width)?;
     let shape = Shape::parse(op, dims)?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
-    let x = inputs.view().tensors().0[0].as_ptr() as usize;
-    let config = default_config(op, &shape, width);
-    let prepare = |stream| {
-        ops::prepare(
-            inputs.view(),
-            &shape,
-            backend,
-            config,
-            PacketMode::FullPacket,
-        )
-        .map(|l| l.with_stream(stream))
-    };
-    let (cached, streamed) = (prepare(false)?, prepare(true)?);
+    let (cached, streamed) = cached_and_streamed(&inputs, &shape, backend)?;
     let len = ops::output_len(&shape);
-    let mut buf = vec![0.0f32; len + 1024];
+    let mut buf = output_buffer(len);
     println!("{op} {shape} W{width}: fastest call, µs");
     println!("output at | cached | streamed");
     for d in DISTANCES {
-        let at = (buf.as_ptr() as usize).wrapping_sub(x) % 4096;
-        let off = (d + 4096 - at) % 4096 / 4;
-        let out = &mut buf[off..off + len];
+        let out = window_at(&mut buf, &inputs, d, len);
         let fastest = |t: Vec<f64>| t.into_iter().fold(f64::MAX, f64::min);
         let (mut a, mut b) = (f64::MAX, f64::MAX);
         for _ in 0..5 {

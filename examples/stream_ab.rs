@@ -6,11 +6,12 @@
 //! in the low 12 bits waits for it ("4K aliasing"), and a streamed store stays
 //! pending far longer than a cached one.
 
+mod stores;
+
+use stores::{cached_and_streamed, output_buffer, window_at};
 use taskgrain::bench::timing::{median, time_calls};
 use taskgrain::ops::{self, Op, OwnedInputs, Shape};
 use taskgrain::packet::Backend;
-use taskgrain::plan::default_config;
-use taskgrain::simt::PacketMode;
 
 /// Byte distances, mod 4096, of the output after the first input.
 const DISTANCES: [usize; 7] = [0, 16, 32, 64, 256, 1024, 4000];
@@ -30,26 +31,12 @@ fn main() -> Result<(), taskgrain::Error> {
     for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
         let shape = Shape::parse(op, dims)?;
         let inputs = OwnedInputs::generate(op, shape, 1)?;
-        let x = inputs.view().tensors().0[0].as_ptr() as usize;
-        let config = default_config(op, &shape, width);
-        let prepare = |stream| {
-            ops::prepare(
-                inputs.view(),
-                &shape,
-                backend,
-                config,
-                PacketMode::FullPacket,
-            )
-            .map(|l| l.with_stream(stream))
-        };
-        let (cached, streamed) = (prepare(false)?, prepare(true)?);
+        let (cached, streamed) = cached_and_streamed(&inputs, &shape, backend)?;
         let len = ops::output_len(&shape);
-        let mut buf = vec![0.0f32; len + 1024];
+        let mut buf = output_buffer(len);
         let (mut first_cached, mut cells) = (0.0, Vec::new());
         for d in DISTANCES {
-            let at = (buf.as_ptr() as usize).wrapping_sub(x) % 4096;
-            let off = (d + 4096 - at) % 4096 / 4;
-            let out = &mut buf[off..off + len];
+            let out = window_at(&mut buf, &inputs, d, len);
             let (mut a, mut ratios) = (Vec::new(), Vec::new());
             for _ in 0..7 {
                 let ta = median(&time_calls(1, 5, || cached.run_on_caller(out).unwrap()));
