@@ -83,7 +83,7 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// the row it had just written, and 1.02–1.23× staging the row's exponentials
 /// in L1 and streaming the rescaled row from there: its exp pass, not its
 /// stores, sets its pace.
-/// The output's placement matters too, see [`stream_is_safe`].
+/// The output's placement matters too, see [`walks_down`] and [`stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, elems: usize) -> bool {
@@ -98,7 +98,9 @@ pub fn streams_output(op: Op, elems: usize) -> bool {
 /// match a pending store's waits for it ("4K aliasing"), and a streamed store
 /// stays pending far longer than a cached one. Measured at 1024x4096: rmsnorm
 /// streamed was 1.17× / 1.34× slower than cached at +32 / +64 bytes and 0.74–0.78×
-/// at 0, +256, +1024 and +4000 (`examples/stream_ab`).
+/// at 0, +256, +1024 and +4000 (`examples/stream_ab`). rmsnorm and layernorm
+/// now walk such rows downwards instead ([`walks_down`]); gelu_residual and
+/// rope, which ascend, keep these outputs cached.
 const STREAM_ALIAS_BYTES: Range<usize> = 16..192;
 
 /// Whether streaming `out` is safe next to the input row `x` it is computed from:
