@@ -16,7 +16,7 @@ use taskgrain::ops::{self, Op, OwnedInputs, Shape};
 use taskgrain::packet::Backend;
 
 /// Byte distances, mod 4096, of the output after input 0 (3968 = 128 before it).
-const DISTANCES: [usize; 9] = [0, 16, 64, 128, 256, 1024, 2048, 3072, 3968];
+const DISTANCES: [usize; 12] = [0, 16, 32, 64, 96, 128, 192, 256, 1024, 2048, 3072, 3968];
 
 fn main() -> Result<(), taskgrain::Error> {
     let args: Vec<String> = std::env::args().collect();

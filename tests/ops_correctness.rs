@@ -430,6 +430,32 @@ fn streaming_skips_outputs_that_alias_the_input() {
     }
 }
 
+/// rope keeps an output a few cache lines after its input cached only when
+/// the halves of its rows are whole multiples of 4 KiB (they alias each other).
+#[test]
+fn rope_streams_unless_its_halves_alias_a_nearby_output() {
+    let buf = vec![0.0f32; 4096];
+    let x = &buf[..2048];
+    for (cols, floats, width, safe) in [
+        (2048, 0, 8, true),
+        (2048, 4, 8, false),
+        (2048, 16, 8, false),
+        (2048, 32, 8, true),
+        (2048, 32, 4, false),
+        (2048, 64, 4, true),
+        (8192, 16, 16, false),
+        (1024, 16, 8, true),
+        (3072, 16, 4, true),
+    ] {
+        assert_eq!(
+            ops::rope_stream_is_safe(x, &buf[floats..], cols, width),
+            safe,
+            "C = {cols}, +{} bytes, W{width}",
+            4 * floats
+        );
+    }
+}
+
 /// gelu_residual's and masked_softmax's inputs with the values their paths
 /// treat apart: gelu lanes in the tail (|x| ≥ 2.5, most of them
 /// here, so blocks overflow the deferred list), at its edge, ±inf and NaN;
@@ -578,11 +604,12 @@ fn streamed_outputs_are_correct(shape: Shape, large: bool) {
             );
             // The output at byte distances (mod 4 KiB) after x on both sides of
             // every placement rule: streamed rows walk down below 2 KiB
-            // (`ops::walks_down`), and 16–191 bytes keep some operators cached.
+            // (`ops::walks_down`), and 16–255 bytes keep gelu_residual, and
+            // rope where its halves alias, cached.
             let x = inputs.view().tensors().0[0].as_ptr() as usize;
             let mut buf = vec![f32::NAN; len + 1024];
             let mut first: Option<Vec<f32>> = None;
-            for distance in [0, 4, 16, 64, 256, 1984, 2048, 3968] {
+            for distance in [0, 4, 16, 64, 128, 192, 256, 1984, 2048, 3968] {
                 buf.fill(f32::NAN);
                 let at = (buf.as_ptr() as usize).wrapping_sub(x) % 4096;
                 let offset = (distance + 4096 - at) % 4096 / 4;

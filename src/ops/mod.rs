@@ -99,15 +99,43 @@ pub fn streams_output(op: Op, elems: usize) -> bool {
 /// stays pending far longer than a cached one. Measured at 1024x4096: rmsnorm
 /// streamed was 1.17× / 1.34× slower than cached at +32 / +64 bytes and 0.74–0.78×
 /// at 0, +256, +1024 and +4000 (`examples/stream_ab`). rmsnorm and layernorm
-/// now walk such rows downwards instead ([`walks_down`]); gelu_residual and
-/// rope, which ascend, keep these outputs cached.
+/// now walk such rows downwards instead ([`walks_down`]), and rope has its own
+/// rule ([`rope_stream_is_safe`]); gelu_residual, whose staged blocks' first
+/// loads follow the previous block's stores, keeps these outputs cached.
 const STREAM_ALIAS_BYTES: Range<usize> = 16..192;
+
+/// `out`'s distance in bytes after `x`, modulo 4 KiB.
+fn distance_after(x: &[f32], out: &[f32]) -> usize {
+    (out.as_ptr() as usize).wrapping_sub(x.as_ptr() as usize) % 4096
+}
 
 /// Whether streaming `out` is safe next to the input row `x` it is computed from:
 /// false when `out` lies a few cache lines after `x` modulo 4 KiB.
 pub fn stream_is_safe(x: &[f32], out: &[f32]) -> bool {
-    let distance = (out.as_ptr() as usize).wrapping_sub(x.as_ptr() as usize) % 4096;
-    !STREAM_ALIAS_BYTES.contains(&distance)
+    !STREAM_ALIAS_BYTES.contains(&distance_after(x, out))
+}
+
+/// Whether rope, walking rows of `cols` floats upwards in packets of `width`
+/// lanes, may stream `out` next to its input row `x`. Each half of a row loads
+/// the bytes its own streamed stores wrote `d` bytes earlier (`d` = `out`'s
+/// distance after `x`); when a half is a multiple of 4 KiB, each half's loads
+/// also alias the other half's stores, and at small `d` streaming stalls.
+/// Fastest call, cached → streamed, one worker (`examples/placement`, AMD Zen 4):
+///
+/// | shape, width | +16 | +64 | +96 | +128 | +192 |
+/// |---|---|---|---|---|---|
+/// | 1024x4096 W4 (halves alias) | 2.06 → 20.3 ms | 1.86 → 3.83 | 1.94 → 2.90 | 1.91 → 2.61 | 1.86 → 2.34 |
+/// | 1024x4096 W8 (halves alias) | 1.56 → 2.97 | 1.55 → 1.99 | 1.55 → 1.65 | 1.53 → 1.28 | 1.47 → 1.15 |
+/// | 2048x2048 W16 (halves alias) | 1.46 → 1.28 | 1.62 → 1.62 | 1.70 → 2.14 | 1.43 → 1.15 | 1.40 → 1.07 |
+/// | 4096x1024 W8 | 2.23 → 1.83 | 2.07 → 1.39 | 2.12 → 1.47 | 2.06 → 1.42 | 2.05 → 1.52 |
+/// | 1024x3072 W8 | 1.00 → 1.04 | 0.98 → 0.74 | 0.94 → 0.64 | 0.99 → 0.69 | 0.98 → 0.67 |
+///
+/// So rope stays cached only where its halves alias and `out` lies less than
+/// 128 bytes (W4: 256 bytes) after `x`; everywhere else streaming was faster.
+pub fn rope_stream_is_safe(x: &[f32], out: &[f32], cols: usize, width: usize) -> bool {
+    let halves_alias = (cols / 2 * 4).is_multiple_of(4096);
+    let stalls = 16..if width <= 4 { 256 } else { 128 };
+    !(halves_alias && stalls.contains(&distance_after(x, out)))
 }
 
 /// Whether a streamed element-wise pass writing `out` from the input row `x`
@@ -129,8 +157,7 @@ pub fn stream_is_safe(x: &[f32], out: &[f32]) -> bool {
 /// consecutive large buffers a few cache lines apart, so +64 to +256 is the
 /// common case.
 pub fn walks_down(x: &[f32], out: &[f32], distances: Range<usize>) -> bool {
-    let distance = (out.as_ptr() as usize).wrapping_sub(x.as_ptr() as usize) % 4096;
-    distances.contains(&distance)
+    distances.contains(&distance_after(x, out))
 }
 
 /// Prepares one launch of `inputs`' operator.
@@ -284,7 +311,6 @@ impl Prepared<'_> {
         let rows = t.global_rows(group);
         let (b, s, len) = (self.backend, self.sched, t.row_len());
         let first = rows.start * len;
-        let guarded = |x: &[f32]| s.with_stream(s.streams() && stream_is_safe(&x[first..], out));
         // Their streamed output passes walk each row in the direction no
         // pending store stalls: they stream at every placement.
         let directed =
@@ -294,8 +320,14 @@ impl Prepared<'_> {
             Kernel::LayerNorm(k) => rows::run_group(k, b, directed(k.x, 1..2048), rows, out, len),
             Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
-            Kernel::GeluResidual(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
-            Kernel::Rope(k) => rows::run_group(k, b, guarded(k.x), rows, out, len),
+            Kernel::GeluResidual(k) => {
+                let safe = stream_is_safe(&k.x[first..], out);
+                rows::run_group(k, b, s.with_stream(s.streams() && safe), rows, out, len)
+            }
+            Kernel::Rope(k) => {
+                let safe = rope_stream_is_safe(&k.x[first..], out, len, b.width());
+                rows::run_group(k, b, s.with_stream(s.streams() && safe), rows, out, len)
+            }
             Kernel::Attention(k) => {
                 let (segment, q_rows) = t.group_rows(group);
                 k.run_group(b, segment, q_rows, out)
