@@ -1,6 +1,5 @@
 //! The planner: strategies, auto, the oracle, the caches and suite files.
 
-use std::path::PathBuf;
 use std::process::Command;
 use taskgrain::Error;
 use taskgrain::bench::suite_file;
@@ -13,12 +12,14 @@ use taskgrain::plan::{LaunchProfile, PlanSource, Planner, Strategy, cache};
 use taskgrain::pool::PoolConfig;
 use taskgrain::runtime::{RunOptions, Runtime, RuntimeConfig};
 use taskgrain::simt::PacketMode;
+use tempfile::TempDir;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("taskgrain-plan-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh cache directory, removed when the test ends.
+fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("taskgrain-plan-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn runtime(dir: &std::path::Path, model: ModelSource) -> Runtime {
@@ -63,7 +64,8 @@ fn every_strategy_plans_a_launch_that_runs() {
 
 #[test]
 fn auto_refines_then_matches_the_reference() {
-    let dir = temp_dir("auto");
+    let tmp = temp_dir("auto");
+    let dir = tmp.path();
     let rt = runtime(&dir, ModelSource::Builtin);
     let (op, shape) = (Op::RmsNorm, Shape::rows(33, 200));
     let inputs = OwnedInputs::generate(op, shape, 3).unwrap();
@@ -104,7 +106,8 @@ fn auto_refines_then_matches_the_reference() {
 
 #[test]
 fn oracle_search_is_stored_and_reused_by_auto() {
-    let dir = temp_dir("oracle");
+    let tmp = temp_dir("oracle");
+    let dir = tmp.path();
     let rt = runtime(&dir, ModelSource::Builtin);
     let (op, shape) = (Op::SwiGlu, Shape::rows(9, 40));
     let inputs = OwnedInputs::generate(op, shape, 1).unwrap();
@@ -152,7 +155,8 @@ fn custom_launch_profiles_are_planned() {
 
 #[test]
 fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
-    let dir = temp_dir("cache");
+    let tmp = temp_dir("cache");
+    let dir = tmp.path();
     let file = calibrate::path(&dir);
     // Garbage: ignored with a note, the built-in model is used, no panic.
     std::fs::write(&file, b"{ not json").unwrap();
@@ -230,7 +234,8 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
 
 #[test]
 fn suite_files_parse_and_bad_rows_name_their_line() {
-    let dir = temp_dir("suite");
+    let tmp = temp_dir("suite");
+    let dir = tmp.path();
     let good = dir.join("ok.toml");
     std::fs::write(
         &good,
@@ -286,7 +291,8 @@ fn suite_files_parse_and_bad_rows_name_their_line() {
 
 #[test]
 fn cli_run_reports_strategy_and_prediction() {
-    let dir = temp_dir("cli");
+    let tmp = temp_dir("cli");
+    let dir = tmp.path();
     let out = Command::new(env!("CARGO_BIN_EXE_taskgrain"))
         .args([
             "run",
