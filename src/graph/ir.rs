@@ -274,11 +274,11 @@ impl fmt::Display for Expr {
 pub enum Kernel {
     /// An element-wise expression over its inputs (all of the output's shape).
     Map(Expr),
-    /// rmsnorm: inputs x[R,C], w[1,C].
+    /// rmsnorm: inputs `x[R,C]`, `w[1,C]`.
     RmsNorm,
-    /// layernorm: inputs x[R,C], w[1,C], b[1,C].
+    /// layernorm: inputs `x[R,C]`, `w[1,C]`, `b[1,C]`.
     LayerNorm,
-    /// rope: inputs x[R,C], cos[R,C/2], sin[R,C/2].
+    /// rope: inputs `x[R,C]`, `cos[R,C/2]`, `sin[R,C/2]`.
     Rope,
     /// Row softmax of its input, or of `prologue` applied element-wise to its
     /// inputs (all of the output's shape).

@@ -42,7 +42,7 @@ pub struct ReportConfig {
     /// Seed of the generated inputs.
     pub seed: u64,
     /// Pin the calling thread to the first allowed CPU while measuring (the
-    /// pool's helpers are pinned to the others); see [`super::affinity`].
+    /// pool's helpers are pinned to the others; see the pool's `affinity` module).
     pub pin_caller: bool,
     /// Where the planner's cost model comes from (default: the calibration
     /// cache, calibrating first if it is missing or invalid).
