@@ -66,7 +66,7 @@ fn every_strategy_plans_a_launch_that_runs() {
 fn auto_refines_then_matches_the_reference() {
     let tmp = temp_dir("auto");
     let dir = tmp.path();
-    let rt = runtime(&dir, ModelSource::Builtin);
+    let rt = runtime(dir, ModelSource::Builtin);
     let (op, shape) = (Op::RmsNorm, Shape::rows(33, 200));
     let inputs = OwnedInputs::generate(op, shape, 3).unwrap();
     let reference = ops::reference(inputs.view(), &shape);
@@ -108,7 +108,7 @@ fn auto_refines_then_matches_the_reference() {
 fn oracle_search_is_stored_and_reused_by_auto() {
     let tmp = temp_dir("oracle");
     let dir = tmp.path();
-    let rt = runtime(&dir, ModelSource::Builtin);
+    let rt = runtime(dir, ModelSource::Builtin);
     let (op, shape) = (Op::SwiGlu, Shape::rows(9, 40));
     let inputs = OwnedInputs::generate(op, shape, 1).unwrap();
     let mut out = vec![0.0f32; ops::output_len(&shape)];
@@ -118,7 +118,7 @@ fn oracle_search_is_stored_and_reused_by_auto() {
     assert_eq!(plan.source, PlanSource::Tuned);
     rt.planner().tuning().store(rt.cache_dir()).unwrap();
     // A new runtime reads the tuning cache: oracle and auto both return it.
-    let rt2 = runtime(&dir, ModelSource::Builtin);
+    let rt2 = runtime(dir, ModelSource::Builtin);
     let p = LaunchProfile::for_op(op, &shape).unwrap();
     let o = rt2
         .planner()
@@ -157,10 +157,10 @@ fn custom_launch_profiles_are_planned() {
 fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
     let tmp = temp_dir("cache");
     let dir = tmp.path();
-    let file = calibrate::path(&dir);
+    let file = calibrate::path(dir);
     // Garbage: ignored with a note, the built-in model is used, no panic.
     std::fs::write(&file, b"{ not json").unwrap();
-    let l = calibrate::load_or_calibrate(&dir, ModelSource::Cached).unwrap();
+    let l = calibrate::load_or_calibrate(dir, ModelSource::Cached).unwrap();
     assert!(!l.reused && !l.model.calibrated);
     assert!(
         l.notes.iter().any(|n| n.contains("ignored")),
@@ -174,7 +174,7 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
     });
     v["header"]["cpu"] = "Another CPU".into();
     std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
-    let l = calibrate::load_or_calibrate(&dir, ModelSource::Cached).unwrap();
+    let l = calibrate::load_or_calibrate(dir, ModelSource::Cached).unwrap();
     assert!(!l.reused);
     assert!(
         l.notes.iter().any(|n| n.contains("another machine")),
@@ -186,7 +186,7 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
     v["header"]["build"] = "0.0.0+deadbeef".into();
     std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
     assert!(
-        !calibrate::load_or_calibrate(&dir, ModelSource::Cached)
+        !calibrate::load_or_calibrate(dir, ModelSource::Cached)
             .unwrap()
             .reused
     );
@@ -194,7 +194,7 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
     v["header"]["version"] = 999.into();
     std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
     assert!(
-        !calibrate::load_or_calibrate(&dir, ModelSource::Cached)
+        !calibrate::load_or_calibrate(dir, ModelSource::Cached)
             .unwrap()
             .reused
     );
@@ -202,16 +202,16 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
     v["header"]["version"] = cache::FORMAT_VERSION.into();
     v["body"] = serde_json::json!({"caller_launch_us": "fast"});
     std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
-    let l = calibrate::load_or_calibrate(&dir, ModelSource::Cached).unwrap();
+    let l = calibrate::load_or_calibrate(dir, ModelSource::Cached).unwrap();
     assert!(
         l.notes.iter().any(|n| n.contains("corrupted")),
         "{:?}",
         l.notes
     );
     // Rebuilt, then reused.
-    let l = calibrate::load_or_calibrate(&dir, ModelSource::CachedOrCalibrate).unwrap();
+    let l = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
     assert!(!l.reused && l.model.calibrated);
-    let again = calibrate::load_or_calibrate(&dir, ModelSource::CachedOrCalibrate).unwrap();
+    let again = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
     assert!(again.reused);
     // (JSON round-trips floats to within an ulp)
     assert!(again.model.calibrated);
@@ -221,10 +221,10 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
             <= 1e-9 * l.model.pool_launch_us.abs().max(1.0)
     );
     // A corrupted tuning cache: an empty table and a warning; a runtime still starts.
-    std::fs::write(TuningTable::path(&dir), b"\x00\x01garbage").unwrap();
-    let (t, why) = TuningTable::load(&dir);
+    std::fs::write(TuningTable::path(dir), b"\x00\x01garbage").unwrap();
+    let (t, why) = TuningTable::load(dir);
     assert!(t.entries.is_empty() && why.is_some());
-    let rt = runtime(&dir, ModelSource::Cached);
+    let rt = runtime(dir, ModelSource::Cached);
     assert!(
         rt.notes()
             .iter()
@@ -281,7 +281,7 @@ fn suite_files_parse_and_bad_rows_name_their_line() {
     // The CLI: exit 2 and the line in the message.
     let out = Command::new(env!("CARGO_BIN_EXE_taskgrain"))
         .args(["bench", "--suite", dir.join("c.toml").to_str().unwrap()])
-        .env("TASKGRAIN_CACHE_DIR", &dir)
+        .env("TASKGRAIN_CACHE_DIR", dir)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -306,7 +306,7 @@ fn cli_run_reports_strategy_and_prediction() {
             "--check",
             "--json",
         ])
-        .env("TASKGRAIN_CACHE_DIR", &dir)
+        .env("TASKGRAIN_CACHE_DIR", dir)
         .output()
         .unwrap();
     assert_eq!(
@@ -331,7 +331,7 @@ fn cli_run_reports_strategy_and_prediction() {
             "--strategy",
             "local",
         ])
-        .env("TASKGRAIN_CACHE_DIR", &dir)
+        .env("TASKGRAIN_CACHE_DIR", dir)
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
