@@ -69,13 +69,15 @@ pub fn schedule_cols(op: Op, cols: usize) -> usize {
 /// them from there, and streaming saves the read-for-ownership of every line.
 pub const STREAM_MIN_BYTES: usize = 8 << 20;
 
-/// Whether `op`'s output of `elems` f32s is written with non-temporal stores.
+/// Whether `op`'s output of `rows` × `cols` f32s is written with non-temporal
+/// stores.
 ///
 /// rmsnorm and layernorm stream: their writing pass reads its row from L1, and
 /// streaming measured 0.55–0.64× the cached time at 1024x4096, W8, one worker
 /// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
-/// `elementwise::staged_row`): 0.82–0.99×. Streamed packet by packet as they
-/// were computed, its stores gained nothing. rope streams both output halves
+/// `elementwise::staged_row`), only rows of at least [`GELU_STREAM_MIN_COLS`].
+/// Streamed packet by packet as they were computed, its stores gained nothing.
+/// rope streams both output halves
 /// from its row loops (`elementwise::Rotate`): 0.76–0.96× the cached time at
 /// 4096x1024 and 1024x4096, W4 to W16 (AMD Zen 4; streamed through the
 /// schedule's generic walk it had lost 1.2–12× on an earlier build). swiglu
@@ -86,12 +88,30 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// The output's placement matters too, see [`walks_down`] and [`stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
-pub fn streams_output(op: Op, elems: usize) -> bool {
-    matches!(
-        op,
-        Op::RmsNorm | Op::LayerNorm | Op::GeluResidual | Op::Rope
-    ) && elems.saturating_mul(4) >= STREAM_MIN_BYTES
+pub fn streams_output(op: Op, rows: usize, cols: usize) -> bool {
+    let kind = match op {
+        Op::RmsNorm | Op::LayerNorm | Op::Rope => true,
+        Op::GeluResidual => cols >= GELU_STREAM_MIN_COLS,
+        _ => false,
+    };
+    kind && rows.saturating_mul(cols).saturating_mul(4) >= STREAM_MIN_BYTES
 }
+
+/// The shortest gelu_residual rows whose output streams. Streamed through its
+/// L1 stage, gelu_residual gained on long rows and lost on short ones:
+/// streamed / cached, fastest call, one worker, outputs placed 0, 256, 1024 and
+/// 4000 bytes after x (`examples/stream_ab`, AMD Zen 4):
+///
+/// | shape | W8 | W16 |
+/// |---|---|---|
+/// | 8192x512, 4096x1024 | 1.16–1.27 | 1.05–1.20 |
+/// | 2048x1536, 2048x2048, 1024x2048 | 1.09–1.29 | 1.04–1.35 |
+/// | 1024x3072, 2048x3072 | 0.87–0.94 | 0.86–0.96 |
+/// | 1024x4096, 512x8192 | 0.90–0.96 | 0.78–1.00 |
+/// | 4096x4096 | 0.93–0.98 | 0.95–1.17 |
+///
+/// One row of 4096 lost too: 512x4096 (an 8 MiB output), 1.07–1.15 at W8.
+pub const GELU_STREAM_MIN_COLS: usize = 3072;
 
 /// Output distances (bytes after the input, mod 4 KiB) at which streamed stores
 /// stall the kernel's later loads of the input: a load whose low 12 address bits
@@ -198,7 +218,7 @@ pub(crate) fn prepare_checked<'a>(
         Shape::Rows { rows, cols } => (
             Tiling::rows(rows, cols, config.block)?,
             RowSchedule::new(schedule_cols(op, cols), config.local, w, mode)
-                .with_stream(streams_output(op, rows * cols)),
+                .with_stream(streams_output(op, rows, cols)),
         ),
         Shape::Attention(a) => {
             let local = attention::local_for(&a, w);
