@@ -70,5 +70,5 @@ pub enum Error {
     },
 }
 
-/// Result with taskgrain's [`Error`].
+/// Result with taskgrain's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,7 +8,7 @@
 //! - [`pool`]: the worker pool that runs a launch in tasks of a chosen grain.
 //! - [`runtime`]: the value a caller owns: a pool, a backend, the packet mode.
 //! - [`plan`]: which geometry and grain a launch gets.
-//! - [`bench`]: timing, suites, roofline, dispatch latency.
+//! - [`bench`](mod@bench): timing, suites, roofline, dispatch latency.
 
 pub mod bench;
 pub mod buffer;

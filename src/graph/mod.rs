@@ -3,7 +3,7 @@
 //! A [`Graph`] is a list of nodes in execution order; each node is one launch
 //! (a kernel, its input tensors, its output tensor) and edges are tensors. Every
 //! operator has an unfused graph ([`op_graph`], fixed by DESIGN.md), and
-//! [`fuse`] rewrites any graph into fewer launches: element-wise chains become
+//! [`fuse()`] rewrites any graph into fewer launches: element-wise chains become
 //! one expression, element-wise consumers become prologues or epilogues of their
 //! neighbours, and scores → softmax → probs·v becomes one flash-style launch.
 //! With fusion on, each of the seven operators is one launch.

@@ -56,11 +56,11 @@ use super::shape::AttnShape;
 /// The attention kernel over borrowed inputs.
 #[derive(Clone, Copy, Debug)]
 pub struct Attention<'a> {
-    /// q[B,Hq,Sq,Dk].
+    /// `q[B,Hq,Sq,Dk]`.
     pub q: &'a [f32],
-    /// k[B,Hkv,Skv,Dk].
+    /// `k[B,Hkv,Skv,Dk]`.
     pub k: &'a [f32],
-    /// v[B,Hkv,Skv,Dv].
+    /// `v[B,Hkv,Skv,Dv]`.
     pub v: &'a [f32],
     /// The shape.
     pub shape: AttnShape,

@@ -200,9 +200,9 @@ impl BinaryFn for GeluResidualFn {
 /// gives NaN, as g · sigmoid(g) · u does in IEEE arithmetic).
 #[derive(Clone, Copy, Debug)]
 pub struct SwiGlu<'a> {
-    /// g[R,C].
+    /// `g[R,C]`.
     pub g: &'a [f32],
-    /// u[R,C].
+    /// `u[R,C]`.
     pub u: &'a [f32],
 }
 
@@ -232,9 +232,9 @@ pub(crate) fn gelu_ieee<P: Packet>(p: P, x: P::V) -> P::V {
 /// gelu_residual: y = 0.5 · x · (1 + erf(x/√2)) + r.
 #[derive(Clone, Copy, Debug)]
 pub struct GeluResidual<'a> {
-    /// x[R,C].
+    /// `x[R,C]`.
     pub x: &'a [f32],
-    /// r[R,C].
+    /// `r[R,C]`.
     pub r: &'a [f32],
 }
 
@@ -408,13 +408,13 @@ fn staged_row<P: Packet>(
 }
 
 /// rope (rotate-half, NeoX): for i < C/2,
-/// y[i] = x[i]·cos[i] − x[i+C/2]·sin[i], y[i+C/2] = x[i+C/2]·cos[i] + x[i]·sin[i].
+/// `y[i] = x[i]·cos[i] − x[i+C/2]·sin[i]`, `y[i+C/2] = x[i+C/2]·cos[i] + x[i]·sin[i]`.
 ///
 /// Work-items stride across the C/2 rotation pairs of a row, so the schedule
 /// covers C/2 columns and each packet writes both halves.
 #[derive(Clone, Copy, Debug)]
 pub struct Rope<'a> {
-    /// x[R,C].
+    /// `x[R,C]`.
     pub x: &'a [f32],
     /// cos[R,C/2].
     pub cos: &'a [f32],

@@ -7,14 +7,14 @@ use crate::error::{Error, Result};
 /// Borrowed inputs of one operator call, checked against its shape.
 #[derive(Clone, Copy, Debug)]
 pub enum OpInputs<'a> {
-    /// x[R,C], w[C].
+    /// `x[R,C]`, `w[C]`.
     RmsNorm {
         /// Input rows.
         x: &'a [f32],
         /// Per-column weight.
         w: &'a [f32],
     },
-    /// x[R,C], w[C], b[C].
+    /// `x[R,C]`, `w[C]`, `b[C]`.
     LayerNorm {
         /// Input rows.
         x: &'a [f32],
@@ -23,28 +23,28 @@ pub enum OpInputs<'a> {
         /// Per-column bias.
         b: &'a [f32],
     },
-    /// x[R,C], mask[R,C] (additive).
+    /// `x[R,C]`, `mask[R,C]` (additive).
     MaskedSoftmax {
         /// Logits.
         x: &'a [f32],
         /// Additive mask: 0, finite negatives or −inf.
         mask: &'a [f32],
     },
-    /// g[R,C], u[R,C].
+    /// `g[R,C]`, `u[R,C]`.
     SwiGlu {
         /// Gate.
         g: &'a [f32],
         /// Up projection.
         u: &'a [f32],
     },
-    /// x[R,C], r[R,C].
+    /// `x[R,C]`, `r[R,C]`.
     GeluResidual {
         /// Input.
         x: &'a [f32],
         /// Residual.
         r: &'a [f32],
     },
-    /// x[R,C], cos[R,C/2], sin[R,C/2].
+    /// `x[R,C]`, `cos[R,C/2]`, `sin[R,C/2]`.
     Rope {
         /// Input rows (C even).
         x: &'a [f32],
@@ -53,7 +53,7 @@ pub enum OpInputs<'a> {
         /// Sines per row and frequency.
         sin: &'a [f32],
     },
-    /// q[B,Hq,Sq,Dk], k[B,Hkv,Skv,Dk], v[B,Hkv,Skv,Dv].
+    /// `q[B,Hq,Sq,Dk]`, `k[B,Hkv,Skv,Dk]`, `v[B,Hkv,Skv,Dv]`.
     Attention {
         /// Queries.
         q: &'a [f32],

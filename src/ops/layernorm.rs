@@ -22,11 +22,11 @@ const SHIFT_SAMPLE: usize = 32;
 /// The layernorm kernel over borrowed inputs.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerNorm<'a> {
-    /// x[R,C].
+    /// `x[R,C]`.
     pub x: &'a [f32],
-    /// w[C].
+    /// `w[C]`.
     pub w: &'a [f32],
-    /// b[C].
+    /// `b[C]`.
     pub b: &'a [f32],
 }
 

@@ -75,17 +75,18 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// rmsnorm and layernorm stream: their writing pass reads its row from L1, and
 /// streaming measured 0.55–0.64× the cached time at 1024x4096, W8, one worker
 /// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
-/// `elementwise::staged_row`), only rows of at least [`GELU_STREAM_MIN_COLS`].
-/// Streamed packet by packet as they were computed, its stores gained nothing.
-/// rope streams both output halves
-/// from its row loops (`elementwise::Rotate`): 0.76–0.96× the cached time at
+/// `elementwise::staged_row`), on rows of at least [`GELU_STREAM_MIN_COLS`]
+/// columns. Streamed packet by packet as they were computed, its stores gained
+/// nothing. rope streams both output halves from its row loops
+/// (`elementwise::Rotate`): 0.76–0.96× the cached time at
 /// 4096x1024 and 1024x4096, W4 to W16 (AMD Zen 4; streamed through the
 /// schedule's generic walk it had lost 1.2–12× on an earlier build). swiglu
 /// lost 1.08–1.46×; masked_softmax lost 1.23–1.49× streaming the rescale of
 /// the row it had just written, and 1.02–1.23× staging the row's exponentials
 /// in L1 and streaming the rescaled row from there: its exp pass, not its
 /// stores, sets its pace.
-/// The output's placement matters too, see [`walks_down`] and [`stream_is_safe`].
+/// The output's placement matters too, see [`walks_down`], [`stream_is_safe`]
+/// and [`rope_stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, rows: usize, cols: usize) -> bool {
@@ -110,7 +111,8 @@ pub fn streams_output(op: Op, rows: usize, cols: usize) -> bool {
 /// | 1024x4096, 512x8192 | 0.90–0.96 | 0.78–1.00 |
 /// | 4096x4096 | 0.93–0.98 | 0.95–1.17 |
 ///
-/// One row of 4096 lost too: 512x4096 (an 8 MiB output), 1.07–1.15 at W8.
+/// One shape with rows of 4096 lost too: 512x4096 (an 8 MiB output),
+/// 1.07–1.15 at W8.
 pub const GELU_STREAM_MIN_COLS: usize = 3072;
 
 /// Output distances (bytes after the input, mod 4 KiB) at which streamed stores

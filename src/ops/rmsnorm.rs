@@ -17,9 +17,9 @@ pub const EPS: f32 = 1e-6;
 /// The rmsnorm kernel over borrowed inputs.
 #[derive(Clone, Copy, Debug)]
 pub struct RmsNorm<'a> {
-    /// x[R,C].
+    /// `x[R,C]`.
     pub x: &'a [f32],
-    /// w[C].
+    /// `w[C]`.
     pub w: &'a [f32],
 }
 

@@ -4,7 +4,7 @@
 //! and the usual K = max(v) only keeps the exponentials in range. So a row
 //! normally takes two passes: `e = exp(x + mask − K)` written to the output while
 //! summing, with K the largest logit of the row's first packet, then the output
-//! scaled by `1 / sum`. The result is kept if the sum is at most [`SUM_LIMIT`]
+//! scaled by `1 / sum`. The result is kept if the sum is at most `SUM_LIMIT`
 //! (e⁶⁴): every term is at most the sum, so no logit exceeded K by more than 64
 //! and no exponential was clamped. Otherwise (a rare row, an infinity, a NaN), or
 //! when the first packet has no finite logit (a masked start), the exp pass runs
@@ -33,9 +33,9 @@ use crate::simt::{PacketVisitor, RowSchedule};
 /// The fused masked-softmax kernel over borrowed inputs.
 #[derive(Clone, Copy, Debug)]
 pub struct MaskedSoftmax<'a> {
-    /// x[R,C].
+    /// `x[R,C]`.
     pub x: &'a [f32],
-    /// mask[R,C], additive.
+    /// `mask[R,C]`, additive.
     pub mask: &'a [f32],
 }
 

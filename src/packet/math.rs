@@ -178,7 +178,7 @@ fn exp_poly_short<P: Packet>(p: P, r: P::V) -> P::V {
 /// For x in [−87, 88] (and NaN, which propagates) one product q·2ⁿ with 2ⁿ built from
 /// the bits of the rounded exponent, and x < −104 (e.g. the −inf of a softmax mask)
 /// gives 0; a packet with a lane in [−104, −87] (subnormal results) or above 88 takes
-/// [`exp_wide`] for those lanes, the others keep their values.
+/// `exp_wide` for those lanes, the others keep their values.
 #[inline(always)]
 pub fn exp<P: Packet>(p: P, x: P::V) -> P::V {
     // `min`/`max` with the constant first keep a NaN.
@@ -367,7 +367,7 @@ pub fn sigmoid<P: Packet>(p: P, x: P::V) -> P::V {
 /// SiLU (swish) x·sigmoid(x), within 2 ulp (measured; 4 asserted) over the whole domain,
 /// including subnormal results: silu(−inf) = −0, silu(+inf) = +inf, NaN → NaN.
 ///
-/// [`silu_core`], then [`silu_tail`] for the lanes with x < −87 (a packet without one
+/// [`silu_core`], then `silu_tail` for the lanes with x < −87 (a packet without one
 /// skips it).
 #[inline(always)]
 pub fn silu<P: Packet>(p: P, x: P::V) -> P::V {

@@ -224,7 +224,7 @@ impl Planner {
         self
     }
 
-    /// The same planner with the oracle results of `table` (see [`tuning`](super::tuning)).
+    /// The same planner with the oracle results of `table` (see [`tuning`]).
     pub fn with_tuning(self, table: TuningTable) -> Self {
         *lock(&self.tuned) = table;
         lock(&self.seen).clear();
