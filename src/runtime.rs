@@ -133,7 +133,21 @@ impl Runtime {
             .unwrap_or_else(crate::plan::cache::default_dir);
         let (model, mut notes) = calibrate::load_model(&cache_dir, cfg.model)?;
         let (tuning, why) = TuningTable::load(&cache_dir);
-        notes.extend(why.map(|w| format!("tuning cache ignored: {w}")));
+        if let Some(why) = why {
+            // A runtime that may write the caches rebuilds the file as an empty
+            // table (tuned results are stored into it again), so the warning
+            // is given once, not on every start.
+            let writes = matches!(
+                cfg.model,
+                ModelSource::CachedOrCalibrate | ModelSource::Recalibrate
+            );
+            let rebuilt = match writes.then(|| tuning.store(&cache_dir)) {
+                Some(Ok(())) => "; rebuilt empty".to_string(),
+                Some(Err(e)) => format!("; not rebuilt: {e}"),
+                None => String::new(),
+            };
+            notes.push(format!("tuning cache ignored: {why}{rebuilt}"));
+        }
         let planner = Planner::with_model(backend, pool.workers_granted(), model)
             .with_mode(cfg.mode)
             .with_tuning(tuning);

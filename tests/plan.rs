@@ -220,16 +220,25 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
         (again.model.pool_launch_us - l.model.pool_launch_us).abs()
             <= 1e-9 * l.model.pool_launch_us.abs().max(1.0)
     );
-    // A corrupted tuning cache: an empty table and a warning; a runtime still starts.
+    // A corrupted tuning cache: an empty table and a warning; a runtime still
+    // starts. A read-only runtime leaves the file; one that may write the
+    // caches rebuilds it, so the next runtime starts without a warning.
     std::fs::write(TuningTable::path(dir), b"\x00\x01garbage").unwrap();
     let (t, why) = TuningTable::load(dir);
     assert!(t.entries.is_empty() && why.is_some());
+    for (model, rebuilt) in [
+        (ModelSource::Cached, false),
+        (ModelSource::CachedOrCalibrate, true),
+    ] {
+        let rt = runtime(dir, model);
+        assert!(rt.notes().iter().any(|n| {
+            n.contains("tuning cache ignored") && n.contains("rebuilt empty") == rebuilt
+        }));
+    }
+    let (t, why) = TuningTable::load(dir);
+    assert!(t.entries.is_empty() && why.is_none(), "{why:?}");
     let rt = runtime(dir, ModelSource::Cached);
-    assert!(
-        rt.notes()
-            .iter()
-            .any(|n| n.contains("tuning cache ignored"))
-    );
+    assert!(!rt.notes().iter().any(|n| n.contains("tuning cache")));
 }
 
 #[test]
