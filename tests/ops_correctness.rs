@@ -612,8 +612,9 @@ fn streamed_outputs_are_correct(shape: Shape, large: bool) {
             );
             // The output at byte distances (mod 4 KiB) after x on both sides of
             // every placement rule: streamed rows walk down below 2 KiB
-            // (`ops::walks_down`), and 16–255 bytes keep gelu_residual, and
-            // rope where its halves alias, cached.
+            // (`ops::walks_down`); gelu_residual stays cached at 16–191 bytes
+            // (`ops::stream_is_safe`), rope where its halves alias at 16–127
+            // (W4: 16–255, `ops::rope_stream_is_safe`).
             let x = inputs.view().tensors().0[0].as_ptr() as usize;
             let mut buf = vec![f32::NAN; len + 1024];
             let mut first: Option<Vec<f32>> = None;
