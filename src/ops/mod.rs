@@ -343,12 +343,12 @@ impl Prepared<'_> {
             Kernel::MaskedSoftmax(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::SwiGlu(k) => rows::run_group(k, b, s, rows, out, len),
             Kernel::GeluResidual(k) => {
-                let safe = stream_is_safe(&k.x[first..], out);
-                rows::run_group(k, b, s.with_stream(s.streams() && safe), rows, out, len)
+                let stream = s.streams() && stream_is_safe(&k.x[first..], out);
+                rows::run_group(k, b, s.with_stream(stream), rows, out, len)
             }
             Kernel::Rope(k) => {
-                let safe = rope_stream_is_safe(&k.x[first..], out, len, b.width());
-                rows::run_group(k, b, s.with_stream(s.streams() && safe), rows, out, len)
+                let stream = s.streams() && rope_stream_is_safe(&k.x[first..], out, len, b.width());
+                rows::run_group(k, b, s.with_stream(stream), rows, out, len)
             }
             Kernel::Attention(k) => {
                 let (segment, q_rows) = t.group_rows(group);
