@@ -519,7 +519,18 @@ impl Planner {
     /// The alternatives refinement measures: the model's choice first, then the
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
+    /// A launch the model puts under [`CALLER_ONLY_US`] on the caller keeps to
+    /// the caller's plans here too, as in [`Planner::auto_space`].
     pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
+        let mut out = self.refinement_neighbourhood(p);
+        if self.auto_on_caller(p).predicted_us < CALLER_ONLY_US {
+            out.retain(|x| x.grain == Grain::Caller);
+        }
+        out
+    }
+
+    /// [`Planner::refinement_candidates`] before the caller-only filter.
+    fn refinement_neighbourhood(&self, p: &LaunchProfile) -> Vec<Plan> {
         let mut space = self.auto_space(p);
         // A stable sort: the first is `auto_plan`'s choice (the first minimum).
         space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
@@ -655,6 +666,29 @@ mod tests {
             Strategy::JointTasks
         );
         assert!("fastest".parse::<Strategy>().is_err());
+    }
+
+    /// Refinement measures only the caller's plans of a launch the model puts
+    /// under `CALLER_ONLY_US` there, and still offers the pool to large ones.
+    #[test]
+    fn refinement_keeps_tiny_launches_on_the_caller() {
+        let p = Planner::new(Backend::best(8), 2);
+        for (op, shape) in seed_cases() {
+            let profile = LaunchProfile::for_op(op, &shape).unwrap();
+            let cands = p.refinement_candidates(&profile);
+            assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
+            if p.auto_on_caller(&profile).predicted_us < CALLER_ONLY_US {
+                assert!(
+                    cands.iter().all(|x| x.grain == Grain::Caller),
+                    "{op} {shape}: {cands:?}"
+                );
+            } else {
+                assert!(
+                    cands.iter().any(|x| x.grain != Grain::Caller),
+                    "{op} {shape}: {cands:?}"
+                );
+            }
+        }
     }
 
     #[test]
