@@ -519,8 +519,8 @@ impl Planner {
     /// The alternatives refinement measures: the model's choice first, then the
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
-    /// A launch the model puts under [`CALLER_ONLY_US`] on the caller keeps to
-    /// the caller's plans here too, as in [`Planner::auto_space`].
+    /// A launch the model puts under `CALLER_ONLY_US` on the caller keeps to
+    /// the caller's plans here too, as in `Planner::auto_space`.
     pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
         let mut out = self.refinement_neighbourhood(p);
         if self.auto_on_caller(p).predicted_us < CALLER_ONLY_US {
