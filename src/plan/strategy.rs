@@ -196,6 +196,12 @@ pub fn local_is_free(p: &LaunchProfile) -> bool {
 /// pool for the faster plan.
 const CALLER_ONLY_US: f64 = 2.0;
 
+/// Whether a launch whose best plan on the caller is `on_caller` keeps to the
+/// caller's plans (see [`CALLER_ONLY_US`]).
+fn caller_only(on_caller: &Plan) -> bool {
+    on_caller.predicted_us < CALLER_ONLY_US
+}
+
 /// Joint tasks deviates from the legacy choice only for a predicted gain above this
 /// factor, so model error cannot turn task grain into a regression.
 const TASKS_MARGIN: f64 = 0.9;
@@ -449,11 +455,9 @@ impl Planner {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
         let free = local_is_free(p);
-        let caller_only = whole.predicted_us < CALLER_ONLY_US;
+        let tiny = caller_only(&whole);
         let mut v = self.joint_space(p);
-        v.retain(|x| {
-            (free || x.config.local == local) && (!caller_only || x.grain == Grain::Caller)
-        });
+        v.retain(|x| (free || x.config.local == local) && (!tiny || x.grain == Grain::Caller));
         if v.is_empty() {
             v.push(whole);
         }
@@ -523,7 +527,7 @@ impl Planner {
     /// the caller's plans here too, as in `Planner::auto_space`.
     pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
         let mut out = self.refinement_neighbourhood(p);
-        if self.auto_on_caller(p).predicted_us < CALLER_ONLY_US {
+        if caller_only(&self.auto_on_caller(p)) {
             out.retain(|x| x.grain == Grain::Caller);
         }
         out
@@ -677,7 +681,7 @@ mod tests {
             let profile = LaunchProfile::for_op(op, &shape).unwrap();
             let cands = p.refinement_candidates(&profile);
             assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
-            if p.auto_on_caller(&profile).predicted_us < CALLER_ONLY_US {
+            if caller_only(&p.auto_on_caller(&profile)) {
                 assert!(
                     cands.iter().all(|x| x.grain == Grain::Caller),
                     "{op} {shape}: {cands:?}"
