@@ -5,8 +5,8 @@
 //! They have no reduction, so `local` only decides which packets are masked.
 //! Where a row's schedule is contiguous full packets, rope places its packets
 //! on cache lines instead, where the backend and CPU realign cheaply (module
-//! `realign`), and gelu_residual, when its output streams, finishes blocks of
-//! the row in L1 before streaming them out (`staged_row`). Which packet covers
+//! `realign`), and gelu_residual, when asked to stream its output, finishes
+//! blocks of the row in L1 before streaming them out (`staged_row`). Which packet covers
 //! a lane never changes the lane's value.
 
 use super::realign::{Funnel, lane_offset};
@@ -369,10 +369,11 @@ struct Stage([f32; STAGE]);
 /// take. Here each block of [`STAGE`] columns is computed into an L1 buffer
 /// (`core + r`, then the block's deferred tail lanes), and the finished block is
 /// streamed to `y` in whole lines, back to back, so every write-combining line
-/// fills at once. Each lane gets the value [`GeluRows`] gives it. At 1024x4096,
-/// W8, one worker, this took 0.82–0.99× the time of cached stores
-/// (`examples/stream_ab`): the read-for-ownership of `y` is gone. Streaming
-/// packet by packet while computing gained nothing.
+/// fills at once. Each lane gets the value [`GeluRows`] gives it. Not the
+/// default (see `ops::streams_output`): at 1024x4096, W8, one worker, this
+/// took 0.82–0.99× the time of cached stores on an earlier build and
+/// 1.21–1.24× on later ones (`examples/stream_ab`). Streaming packet by packet
+/// while computing gained nothing.
 #[inline(always)]
 fn staged_row<P: Packet>(
     p: P,

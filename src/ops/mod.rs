@@ -74,10 +74,7 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 ///
 /// rmsnorm and layernorm stream: their writing pass reads its row from L1, and
 /// streaming measured 0.55–0.64× the cached time at 1024x4096, W8, one worker
-/// (`examples/stream_ab`). gelu_residual streams through an L1 stage (see
-/// `elementwise::staged_row`), on rows of at least [`GELU_STREAM_MIN_COLS`]
-/// columns. Streamed packet by packet as they were computed, its stores gained
-/// nothing. rope streams both output halves from its row loops
+/// (`examples/stream_ab`). rope streams both output halves from its row loops
 /// (`elementwise::Rotate`): 0.76–0.96× the cached time at
 /// 4096x1024 and 1024x4096, W4 to W16 (AMD Zen 4; streamed through the
 /// schedule's generic walk it had lost 1.2–12× on an earlier build). swiglu
@@ -85,35 +82,33 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// the row it had just written, and 1.02–1.23× staging the row's exponentials
 /// in L1 and streaming the rescaled row from there: its exp pass, not its
 /// stores, sets its pace.
+///
+/// gelu_residual stays cached. Asked to stream ([`Prepared::with_stream`]), it
+/// streams through an L1 stage (`elementwise::staged_row`): an earlier build
+/// measured 0.78–0.96× the cached time on rows of 3072 columns and more, but
+/// two later sessions on the same kind of machine measured losses, and the
+/// losses were larger than the gains had been. Streamed / cached, fastest
+/// call, one worker, outputs 0, 256, 1024 and 4000 bytes after x
+/// (`examples/stream_ab`, AMD Zen 4, 2026-12-05):
+///
+/// | shape | W8 | W16 |
+/// |---|---|---|
+/// | 1024x3072 | 1.22–1.24 | 1.04–1.10 |
+/// | 1024x4096 | 1.21–1.24 | 1.04–1.06 |
+/// | 512x8192 | 1.18–1.24 | 1.02–1.05 |
+/// | 4096x4096 | 0.93–0.97 | 0.90–0.97 |
+///
+/// 1024x4096 at W8 took 2.57–2.68 ms streamed where the placement rule let it
+/// stream, and 2.16–2.31 ms cached at every placement (`examples/placement`).
+///
 /// The output's placement matters too, see [`walks_down`], [`stream_is_safe`]
 /// and [`rope_stream_is_safe`].
 /// Whoever runs a streaming row kernel fences at the end of each group
 /// ([`rows::run_group`] does).
 pub fn streams_output(op: Op, rows: usize, cols: usize) -> bool {
-    let kind = match op {
-        Op::RmsNorm | Op::LayerNorm | Op::Rope => true,
-        Op::GeluResidual => cols >= GELU_STREAM_MIN_COLS,
-        _ => false,
-    };
-    kind && rows.saturating_mul(cols).saturating_mul(4) >= STREAM_MIN_BYTES
+    matches!(op, Op::RmsNorm | Op::LayerNorm | Op::Rope)
+        && rows.saturating_mul(cols).saturating_mul(4) >= STREAM_MIN_BYTES
 }
-
-/// The shortest gelu_residual rows whose output streams. Streamed through its
-/// L1 stage, gelu_residual gained on long rows and lost on short ones:
-/// streamed / cached, fastest call, one worker, outputs placed 0, 256, 1024 and
-/// 4000 bytes after x (`examples/stream_ab`, AMD Zen 4):
-///
-/// | shape | W8 | W16 |
-/// |---|---|---|
-/// | 8192x512, 4096x1024 | 1.16–1.27 | 1.05–1.20 |
-/// | 2048x1536, 2048x2048, 1024x2048 | 1.09–1.29 | 1.04–1.35 |
-/// | 1024x3072, 2048x3072 | 0.87–0.94 | 0.86–0.96 |
-/// | 1024x4096, 512x8192 | 0.90–0.96 | 0.78–1.00 |
-/// | 4096x4096 | 0.93–0.98 | 0.95–1.17 |
-///
-/// One shape with rows of 4096 lost too: 512x4096 (an 8 MiB output),
-/// 1.07–1.15 at W8.
-pub const GELU_STREAM_MIN_COLS: usize = 3072;
 
 /// Output distances (bytes after the input, mod 4 KiB) at which streamed stores
 /// stall the kernel's later loads of the input: a load whose low 12 address bits
@@ -122,8 +117,9 @@ pub const GELU_STREAM_MIN_COLS: usize = 3072;
 /// streamed was 1.17× / 1.34× slower than cached at +32 / +64 bytes and 0.74–0.78×
 /// at 0, +256, +1024 and +4000 (`examples/stream_ab`). rmsnorm and layernorm
 /// now walk such rows downwards instead ([`walks_down`]), and rope has its own
-/// rule ([`rope_stream_is_safe`]); gelu_residual, whose staged blocks' first
-/// loads follow the previous block's stores, keeps these outputs cached.
+/// rule ([`rope_stream_is_safe`]); gelu_residual asked to stream, whose staged
+/// blocks' first loads follow the previous block's stores, keeps these outputs
+/// cached.
 const STREAM_ALIAS_BYTES: Range<usize> = 16..192;
 
 /// `out`'s distance in bytes after `x`, modulo 4 KiB.
