@@ -371,8 +371,8 @@ struct Stage([f32; STAGE]);
 /// streamed to `y` in whole lines, back to back, so every write-combining line
 /// fills at once. Each lane gets the value [`GeluRows`] gives it. Not the
 /// default (see `ops::streams_output`): at 1024x4096, W8, one worker, this
-/// took 0.82–0.99× the time of cached stores on an earlier build and
-/// 1.21–1.24× on later ones (`examples/stream_ab`). Streaming packet by packet
+/// took 0.82–0.99× the time of cached stores on an earlier build on AMD
+/// Zen 4 and 1.21–1.24× on an Intel Xeon (`examples/stream_ab`). Streaming packet by packet
 /// while computing gained nothing.
 #[inline(always)]
 fn staged_row<P: Packet>(

@@ -84,12 +84,12 @@ pub const STREAM_MIN_BYTES: usize = 8 << 20;
 /// stores, sets its pace.
 ///
 /// gelu_residual stays cached. Asked to stream ([`Prepared::with_stream`]), it
-/// streams through an L1 stage (`elementwise::staged_row`): an earlier build
-/// measured 0.78–0.96× the cached time on rows of 3072 columns and more, but
-/// two later sessions on the same kind of machine measured losses, and the
-/// losses were larger than the gains had been. Streamed / cached, fastest
-/// call, one worker, outputs 0, 256, 1024 and 4000 bytes after x
-/// (`examples/stream_ab`, AMD Zen 4, 2026-12-05):
+/// streams through an L1 stage (`elementwise::staged_row`). On AMD Zen 4 an
+/// earlier build measured 0.78–0.96× the cached time on rows of 3072 columns
+/// and more; on an Intel Xeon (family 6, model 207) streaming lost, and by
+/// more than it had gained on Zen. Streamed / cached p50, one worker, outputs
+/// 0, 256, 1024 and 4000 bytes after x (`examples/stream_ab`, Intel Xeon,
+/// 2026-12-05):
 ///
 /// | shape | W8 | W16 |
 /// |---|---|---|
