@@ -6,8 +6,8 @@
 //! Where a row's schedule is contiguous full packets, rope places its packets
 //! on cache lines instead, where the backend and CPU realign cheaply (module
 //! `realign`), and gelu_residual, when asked to stream its output, finishes
-//! blocks of the row in L1 before streaming them out (`staged_row`). Which packet covers
-//! a lane never changes the lane's value.
+//! blocks of the row in L1 before streaming them out (`staged_row`). Which
+//! packet covers a lane never changes the lane's value.
 
 use super::realign::{Funnel, lane_offset};
 use super::rows::RowKernel;
@@ -371,9 +371,9 @@ struct Stage([f32; STAGE]);
 /// streamed to `y` in whole lines, back to back, so every write-combining line
 /// fills at once. Each lane gets the value [`GeluRows`] gives it. Not the
 /// default (see `ops::streams_output`): at 1024x4096, W8, one worker, this
-/// took 0.82–0.99× the time of cached stores on an earlier build on AMD
-/// Zen 4 and 1.21–1.24× on an Intel Xeon (`examples/stream_ab`). Streaming packet by packet
-/// while computing gained nothing.
+/// took 0.82–0.99× the time of cached stores on an earlier build on AMD Zen 4,
+/// and 1.21–1.24× on an Intel Xeon (`examples/stream_ab`). Streaming packet
+/// by packet while computing gained nothing.
 #[inline(always)]
 fn staged_row<P: Packet>(
     p: P,
