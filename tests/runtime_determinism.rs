@@ -92,7 +92,9 @@ fn every_seed_row_is_identical_on_the_pool_and_on_the_caller() {
 
 /// `auto` picks `local` (which fixes a row's reduction order) per shape, not per
 /// pool: what a user gets from `Runtime::run` is the same bytes on 1, 2 or 8
-/// workers, before and after refinement, whatever grain it settles on.
+/// workers, before and after refinement, whatever grain it settles on — fused,
+/// and as the chain of launches, whose refinement reruns each launch's
+/// producers before timing it (and writes intermediates and the output).
 #[test]
 fn auto_output_does_not_depend_on_the_worker_count() {
     let b = Backend::best(8);
@@ -100,29 +102,41 @@ fn auto_output_does_not_depend_on_the_worker_count() {
         (Op::RmsNorm, "129x768"),
         (Op::LayerNorm, "257x1538"),
         (Op::MaskedSoftmax, "17x65"),
+        (Op::SwiGlu, "64x256"),
         (Op::Rope, "129x768"),
         (Op::GeluResidual, "17x66"),
         (Op::Attention, "1x4x2x16x32x16x16"),
     ] {
         let shape = Shape::parse(op, s).unwrap();
         let inputs = OwnedInputs::generate(op, shape, 4).unwrap();
-        let mut seen = None;
-        for workers in [1, 2, 8] {
-            let rt = Runtime::new(RuntimeConfig {
-                pool: PoolConfig::with_workers(workers),
-                width: Some(b.width()),
-                model: ModelSource::Builtin,
-                cache_dir: Some(std::env::temp_dir().join("taskgrain-test-auto-determinism")),
-                ..RuntimeConfig::default()
-            })
-            .unwrap();
-            for call in 0..6 {
-                let mut out = vec![f32::NAN; ops::output_len(&shape)];
-                rt.run(inputs.view(), &shape, &mut out, &RunOptions::default())
-                    .unwrap();
-                let h = ops::output_hash(&out);
-                let first = seen.get_or_insert_with(|| h.clone());
-                assert_eq!(&h, first, "{op} {s} workers {workers} call {call}");
+        let reference = ops::reference(inputs.view(), &shape);
+        for fusion in [true, false] {
+            let opts = RunOptions {
+                fusion,
+                ..RunOptions::default()
+            };
+            let mut seen = None;
+            for workers in [1, 2, 8] {
+                let rt = Runtime::new(RuntimeConfig {
+                    pool: PoolConfig::with_workers(workers),
+                    width: Some(b.width()),
+                    model: ModelSource::Builtin,
+                    cache_dir: Some(std::env::temp_dir().join("taskgrain-test-auto-determinism")),
+                    ..RuntimeConfig::default()
+                })
+                .unwrap();
+                for call in 0..6 {
+                    let mut out = vec![f32::NAN; ops::output_len(&shape)];
+                    rt.run(inputs.view(), &shape, &mut out, &opts).unwrap();
+                    let what = format!("{op} {s} fusion {fusion} workers {workers} call {call}");
+                    assert!(
+                        ops::compare(&out, &reference, ops::tolerance(op)).ok,
+                        "{what}"
+                    );
+                    let h = ops::output_hash(&out);
+                    let first = seen.get_or_insert_with(|| h.clone());
+                    assert_eq!(&h, first, "{what}");
+                }
             }
         }
     }

@@ -172,11 +172,16 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome> {
     };
     let mut chosen: Vec<Option<(Plan, LaunchProfile)>> = vec![None; graph.launches()];
     for _ in 0..warm {
-        runtime.run_graph(&graph, tensors, &mut out, &mut |i, profile, measure| {
-            let plan = runtime.plan_launch(args.strategy, profile, measure)?;
-            chosen[i] = Some((plan, *profile));
-            Ok((plan.config, plan.grain))
-        })?;
+        runtime.run_graph(
+            &graph,
+            tensors,
+            &mut out,
+            &mut |i, profile, from, measure| {
+                let plan = runtime.plan_launch(args.strategy, profile, from, measure)?;
+                chosen[i] = Some((plan, *profile));
+                Ok((plan.config, plan.grain))
+            },
+        )?;
     }
     if args.strategy == Strategy::Oracle {
         runtime.planner().tuning().store(runtime.cache_dir())?;

@@ -12,13 +12,16 @@ use crate::ops::softmax::softmax_row;
 use crate::ops::{self, AttnShape, LaunchConfig, Op, OpInputs, Prepared, Shape};
 use crate::packet::{Backend, Packet, WithPacket, dispatch};
 use crate::plan::LaunchProfile;
+use crate::pool::Grain;
 use crate::simt::{PacketMode, RowSchedule, Tiling};
 use std::sync::Mutex;
 
-/// Buffers for a graph's intermediates, indexed by tensor id.
+/// Buffers for a graph's intermediates, indexed by tensor id, and the list of
+/// a call's launch plans (both reused from call to call).
 #[derive(Debug, Default)]
 pub struct Arena {
     bufs: Vec<AlignedBuf>,
+    plans: Vec<(LaunchConfig, Grain)>,
 }
 
 impl Arena {
@@ -44,6 +47,19 @@ impl Arena {
     /// Puts back a buffer taken with [`Arena::take`].
     pub fn put(&mut self, t: TensorId, buf: AlignedBuf) {
         self.bufs[t] = buf;
+    }
+
+    /// Takes the (empty) list for a call's launch plans out, with the capacity
+    /// earlier calls gave it.
+    pub fn take_plans(&mut self) -> Vec<(LaunchConfig, Grain)> {
+        let mut plans = std::mem::take(&mut self.plans);
+        plans.clear();
+        plans
+    }
+
+    /// Puts back the list taken with [`Arena::take_plans`].
+    pub fn put_plans(&mut self, plans: Vec<(LaunchConfig, Grain)>) {
+        self.plans = plans;
     }
 
     /// Tensor `t`: a graph input (from `inputs`, in graph-input order) or an

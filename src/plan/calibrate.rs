@@ -335,7 +335,7 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
         let view = inputs.view();
         let (list, n) = view.tensors();
         let mut out = buffer::zeros(ops::output_len(&shape));
-        rt.run_graph(&graph, &list[..n], &mut out, &mut |_, p, measure| {
+        rt.run_graph(&graph, &list[..n], &mut out, &mut |_, p, _, measure| {
             let config = match p.work {
                 Work::Rows { rows, cols, .. } => LaunchConfig {
                     local: cols.div_ceil(w) * w,

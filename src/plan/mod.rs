@@ -34,7 +34,7 @@ pub mod tuning;
 
 pub use cost::CostModel;
 pub use profile::{LaunchProfile, Work};
-pub use strategy::{Plan, PlanSource, Planner, Strategy};
+pub use strategy::{InputsFrom, Plan, PlanSource, Planner, Strategy};
 
 use crate::ops::{LaunchConfig, Op, Shape, attention};
 use crate::pool::Grain;

@@ -202,6 +202,21 @@ fn caller_only(on_caller: &Plan) -> bool {
     on_caller.predicted_us < CALLER_ONLY_US
 }
 
+/// Where a launch finds its inputs, which refinement needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputsFrom {
+    /// The caller: a launch alone, or one whose inputs no pooled launch of its
+    /// graph wrote.
+    Caller,
+    /// Partly the pool's workers: a launch of the same graph wrote some of them
+    /// on the pool just before. A plan on the caller reads those from the other
+    /// cores' caches, which the model of the launch alone does not see, so
+    /// refinement measures the pool's plans too (in the graph, after the
+    /// launches that write its inputs), even for a launch the model puts under
+    /// `CALLER_ONLY_US` on the caller.
+    Pool,
+}
+
 /// Joint tasks deviates from the legacy choice only for a predicted gain above this
 /// factor, so model error cannot turn task grain into a regression.
 const TASKS_MARGIN: f64 = 0.9;
@@ -524,10 +539,11 @@ impl Planner {
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
     /// A launch the model puts under `CALLER_ONLY_US` on the caller keeps to
-    /// the caller's plans here too, as in `Planner::auto_space`.
-    pub fn refinement_candidates(&self, p: &LaunchProfile) -> Vec<Plan> {
+    /// the caller's plans here too, as in `Planner::auto_space`, unless its
+    /// inputs come from the pool.
+    pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
         let mut out = self.refinement_neighbourhood(p);
-        if caller_only(&self.auto_on_caller(p)) {
+        if inputs == InputsFrom::Caller && caller_only(&self.auto_on_caller(p)) {
             out.retain(|x| x.grain == Grain::Caller);
         }
         out
@@ -611,12 +627,18 @@ impl Planner {
         })
     }
 
-    /// Run-time refinement of `profile`: measures [`Planner::refinement_candidates`]
-    /// with `measure`, keeps the fastest (the model's choice unless another is
-    /// faster by more than 2 %); later `auto` plans of this launch return it.
-    pub fn refine(&self, p: &LaunchProfile, measure: &mut Measure<'_>) -> Result<Plan> {
+    /// Run-time refinement of `profile`, whose inputs come from `inputs`:
+    /// measures [`Planner::refinement_candidates`] with `measure`, keeps the
+    /// fastest (the model's choice unless another is faster by more than 2 %);
+    /// later `auto` plans of this launch return it.
+    pub fn refine(
+        &self,
+        p: &LaunchProfile,
+        inputs: InputsFrom,
+        measure: &mut Measure<'_>,
+    ) -> Result<Plan> {
         p.validate()?;
-        let cands = self.refinement_candidates(p);
+        let cands = self.refinement_candidates(p, inputs);
         let c: Vec<Candidate> = cands.iter().map(|x| (x.config, x.grain)).collect();
         let pred: Vec<f64> = cands.iter().map(|x| x.predicted_us).collect();
         let found = search::refine(&c, &pred, measure)?;
@@ -673,26 +695,33 @@ mod tests {
     }
 
     /// Refinement measures only the caller's plans of a launch the model puts
-    /// under `CALLER_ONLY_US` there, and still offers the pool to large ones.
+    /// under `CALLER_ONLY_US` there, and still offers the pool to large ones,
+    /// and to any launch whose inputs come from the pool.
     #[test]
     fn refinement_keeps_tiny_launches_on_the_caller() {
         let p = Planner::new(Backend::best(8), 2);
+        let mut tiny = 0;
         for (op, shape) in seed_cases() {
             let profile = LaunchProfile::for_op(op, &shape).unwrap();
-            let cands = p.refinement_candidates(&profile);
+            let cands = p.refinement_candidates(&profile, InputsFrom::Caller);
             assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
+            let pooled = |c: &[Plan]| c.iter().any(|x| x.grain != Grain::Caller);
             if caller_only(&p.auto_on_caller(&profile)) {
-                assert!(
-                    cands.iter().all(|x| x.grain == Grain::Caller),
-                    "{op} {shape}: {cands:?}"
-                );
+                tiny += 1;
+                assert!(!pooled(&cands), "{op} {shape}: {cands:?}");
             } else {
-                assert!(
-                    cands.iter().any(|x| x.grain != Grain::Caller),
-                    "{op} {shape}: {cands:?}"
-                );
+                assert!(pooled(&cands), "{op} {shape}: {cands:?}");
+            }
+            let after_pool = p.refinement_candidates(&profile, InputsFrom::Pool);
+            assert_eq!(after_pool[0], cands[0], "{op} {shape}");
+            if profile.groups(1) > 1 {
+                assert!(pooled(&after_pool), "{op} {shape}: {after_pool:?}");
             }
         }
+        assert!(
+            tiny > 0,
+            "no seed row is under CALLER_ONLY_US on the caller"
+        );
     }
 
     #[test]

@@ -432,11 +432,11 @@ impl Harness {
                             graph,
                             tensors,
                             &mut scratch,
-                            &mut |_, p, measure| {
+                            &mut |_, p, from, measure| {
                                 let plan = match s {
                                     Strategy::Auto => match planner.refined(p) {
                                         Some(x) => x,
-                                        None => planner.refine(p, measure)?,
+                                        None => planner.refine(p, from, measure)?,
                                     },
                                     _ => planner.oracle(p, measure)?,
                                 };
