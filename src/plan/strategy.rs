@@ -202,6 +202,19 @@ fn caller_only(on_caller: &Plan) -> bool {
     on_caller.predicted_us < CALLER_ONLY_US
 }
 
+/// How much slower than the model's best on the caller `auto` lets a row
+/// reduction's `local` be predicted, to take fewer packet accumulators. The
+/// model ranks accumulator counts by a few percent its calibration does not
+/// resolve: the graph's row softmax (`--fusion off`) at 32x1024 measured its
+/// 8 accumulators 2–13 % slower than 1 from process to process, while four
+/// calibrations put them 1–5 % faster; at 3x1024, 257x1538 and 1024x4096 they
+/// were 7 % slower. Fewer never lost more than noise in those runs:
+/// masked_softmax's own kernel and layernorm are flat across 1–8 and 4–8
+/// accumulators, and rmsnorm's 4 and 8 differed by at most 8 % either way
+/// (Intel Xeon, W8, 2026-12-05). Two accumulators, 20–30 % slower for rmsnorm and layernorm, are
+/// predicted far outside this.
+const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.05;
+
 /// Where a launch finds its inputs, which refinement needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputsFrom {
@@ -449,16 +462,35 @@ impl Planner {
     }
 
     /// The whole launch `p` on the caller at the `local` that `auto` uses: the
-    /// model's best there, whatever the pool. A row's reduction order depends on
-    /// `local`, so fixing it per shape keeps `auto`'s output bytes the same for
-    /// every worker count and grain; only `block` and the grain adapt to the pool.
+    /// one with the fewest packet accumulators among those whose compute the
+    /// model puts within [`FEWER_ACCUMULATORS_TOLERANCE`] of the cheapest,
+    /// whatever the pool. (The launch's memory traffic is the same at every
+    /// `local`: compared in the total, which a memory-bound launch flattens,
+    /// rmsnorm's 2 accumulators, 40 % dearer in compute, came within 5 % of its
+    /// 8 at 257x1538 and ran 13 % slower on 2 workers.) A row's reduction order
+    /// depends on `local`, so fixing it per shape keeps `auto`'s output bytes
+    /// the same for every worker count and grain; only `block` and the grain
+    /// adapt to the pool.
     fn auto_on_caller(&self, p: &LaunchProfile) -> Plan {
         let block = p.segment_rows();
-        Self::best(
-            self.distinct_locals(p)
-                .into_iter()
-                .map(|local| self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)),
-        )
+        let width = self.backend.width();
+        let compute = |local| {
+            let config = LaunchConfig { local, block };
+            (self.model.breakdown(p, width, config, Grain::Caller, 1)).compute_us
+        };
+        // In increasing `local`, so in increasing accumulator count.
+        let by_local: Vec<(usize, f64)> = self
+            .distinct_locals(p)
+            .into_iter()
+            .map(|local| (local, compute(local)))
+            .collect();
+        let cheapest = by_local.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let near = cheapest * (1.0 + FEWER_ACCUMULATORS_TOLERANCE);
+        let local = by_local
+            .iter()
+            .find(|x| x.1 <= near)
+            .map_or(by_local[0].0, |x| x.0);
+        self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)
     }
 
     /// The joint space at `auto`'s local (see [`Planner::auto_on_caller`]):
@@ -722,6 +754,38 @@ mod tests {
             tiny > 0,
             "no seed row is under CALLER_ONLY_US on the caller"
         );
+    }
+
+    /// A row reduction's `local` under `auto`: the fewest accumulators predicted
+    /// within `FEWER_ACCUMULATORS_TOLERANCE` of the best on the caller.
+    #[test]
+    fn auto_takes_fewer_accumulators_within_the_tolerance() {
+        let shape = Shape::rows(64, 1024);
+        let profile = LaunchProfile::for_op(Op::MaskedSoftmax, &shape).unwrap();
+        let b = Backend::best(8);
+        let w = b.width();
+        let planner = |elem_ns: [f64; 4]| {
+            let mut model = CostModel::default();
+            let wc = model.widths.iter_mut().find(|x| x.width == w).unwrap();
+            let i = crate::plan::cost::ROW_OPS
+                .iter()
+                .position(|&o| o == Op::MaskedSoftmax)
+                .unwrap();
+            wc.rows[i].elem_ns = elem_ns;
+            wc.rows[i].row_ns = [0.0; 4];
+            Planner::with_model(b, 2, model)
+        };
+        // 1, 2, 4 and 8 accumulators: locals W, 2W, 4W and the row.
+        for (elem_ns, local) in [
+            ([1.04, 1.02, 1.01, 1.0], w),
+            ([1.3, 1.04, 1.01, 1.0], 2 * w),
+            ([1.3, 1.2, 1.15, 1.0], 1024),
+            ([1.0, 1.01, 1.02, 1.03], w),
+        ] {
+            let chosen = planner(elem_ns).auto_on_caller(&profile);
+            assert_eq!(chosen.config.local, local, "{elem_ns:?}");
+            assert_eq!(chosen.grain, Grain::Caller);
+        }
     }
 
     #[test]
