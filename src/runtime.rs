@@ -547,8 +547,8 @@ impl Runtime {
     /// would find its inputs where its own last call read them, not where their
     /// producer's workers wrote them. Measured here (Intel Xeon, 2 workers),
     /// gelu_residual 64x256 unfused took 8.1 µs with its `add` pooled like its
-    /// `gelu`, and 10.7 µs with the `add` on the caller, the plan that timing
-    /// the `add` alone had preferred.
+    /// `gelu`, and 10.7 µs with the `add` on the caller, where `auto` had kept
+    /// it (see [`InputsFrom::Pool`]).
     fn time_in_graph(
         &self,
         mut b: Bound<'_, '_>,

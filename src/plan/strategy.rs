@@ -202,17 +202,17 @@ fn caller_only(on_caller: &Plan) -> bool {
     on_caller.predicted_us < CALLER_ONLY_US
 }
 
-/// How much slower than the model's best on the caller `auto` lets a row
-/// reduction's `local` be predicted, to take fewer packet accumulators. The
-/// model ranks accumulator counts by a few percent its calibration does not
-/// resolve: the graph's row softmax (`--fusion off`) at 32x1024 measured its
-/// 8 accumulators 2–13 % slower than 1 from process to process, while four
-/// calibrations put them 1–5 % faster; at 3x1024, 257x1538 and 1024x4096 they
-/// were 7 % slower. Fewer never lost more than noise in those runs:
-/// masked_softmax's own kernel and layernorm are flat across 1–8 and 4–8
-/// accumulators, and rmsnorm's 4 and 8 differed by at most 8 % either way
-/// (Intel Xeon, W8, 2026-12-05). Two accumulators, 20–30 % slower for rmsnorm and layernorm, are
-/// predicted far outside this.
+/// How much more compute than at the cheapest `local` the model may put on
+/// the `local` that `auto` takes for a row reduction, to take fewer packet
+/// accumulators. The model ranks accumulator counts by a few percent its
+/// calibration does not resolve: the graph's row softmax (`--fusion off`) at
+/// 32x1024 measured its 8 accumulators 2–13 % slower than 1 from process to
+/// process, while four calibrations put them 1–5 % faster; at 3x1024,
+/// 257x1538 and 1024x4096 they were 7 % slower. Fewer never lost more than
+/// noise in those runs: masked_softmax's own kernel and layernorm are flat
+/// across 1–8 and 4–8 accumulators, and rmsnorm's 4 and 8 differed by at most
+/// 8 % either way (Intel Xeon, W8, 2026-12-05). Two accumulators, 20–30 %
+/// slower for rmsnorm and layernorm, are modelled far outside this.
 const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.05;
 
 /// Where a launch finds its inputs, which refinement needs to know.
