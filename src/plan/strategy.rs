@@ -756,8 +756,9 @@ mod tests {
         );
     }
 
-    /// A row reduction's `local` under `auto`: the fewest accumulators predicted
-    /// within `FEWER_ACCUMULATORS_TOLERANCE` of the best on the caller.
+    /// A row reduction's `local` under `auto`: the fewest accumulators whose
+    /// compute the model puts within `FEWER_ACCUMULATORS_TOLERANCE` of the
+    /// cheapest on the caller.
     #[test]
     fn auto_takes_fewer_accumulators_within_the_tolerance() {
         let shape = Shape::rows(64, 1024);
