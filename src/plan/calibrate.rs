@@ -8,9 +8,10 @@
 //!   packet; `block` = 1 against `block` = 32 the per-group cost. Attention at
 //!   1×2×1×16×256×64×64 with `block` 1, 2, 4, 8, 16 gives its per-flop costs.
 //! - **graph kernels** (per native width, caller): every launch of the unfused
-//!   chains of masked_softmax, swiglu, gelu_residual (32×1024) and attention,
-//!   timed alone: the element-wise maps' cost per tensor and per flop, the row
-//!   softmax's per element, scores' and probs·v's per flop.
+//!   chains of masked_softmax, swiglu, gelu_residual (32×1024) and attention
+//!   but attention's softmax, timed alone: the element-wise maps' cost per
+//!   tensor and per flop, the row softmax's per element (on masked_softmax's
+//!   1024-column row), scores' and probs·v's per flop.
 //! - **pool** (all cores): an empty launch of one task per worker, hot, against
 //!   the caller path (launch overheads); 256 empty tasks against one chunk per
 //!   worker (per-task cost); 16 busy tasks of 2 µs, back-to-back and after an
@@ -310,17 +311,17 @@ fn calibrate_bandwidth(
 
 /// The costs of the graph's own kernels at `rt`'s width: every launch of the
 /// unfused chains of masked_softmax, swiglu and gelu_residual at 32×1024 and of
-/// attention at 1×2×1×16×256×64×64, each timed alone on the caller (data in
-/// L2). The maps give ns per tensor and per flop (a least-squares fit over
-/// add, mul, silu and gelu), the softmax ns per element with 1, 2, 4 and 8
-/// accumulators (locals W, 2W, 4W and the whole row), scores and probs·v
-/// ns per flop in groups of 16 query rows and of one (the fused attention's
+/// attention at 1×2×1×16×256×64×64 (but attention's softmax), each timed alone
+/// on the caller (data in L2). The maps give ns per tensor and per flop (a
+/// least-squares fit over add, mul, silu and gelu), masked_softmax's softmax
+/// ns per element with 1, 2, 4 and 8 accumulators (locals W, 2W, 4W and the
+/// whole row), scores and probs·v ns per flop in groups of 16 query rows and of one (the fused attention's
 /// sensitivity to the block measured 5×, theirs far less). `wc` holds this
 /// width's operator costs, calibrated already.
 fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphCost> {
     let w = rt.backend().width();
     let mut maps: Vec<(f64, f64, f64)> = Vec::new();
-    let mut softmax = Vec::new();
+    let mut softmax: Option<[f64; 4]> = None;
     let mut attn: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let a = ATTN_SHAPE;
     let rows = Shape::rows(32, 1024);
@@ -346,17 +347,31 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                     block: a.q_len.min(ATTN_BLOCKS[4]),
                 },
             };
-            let mut time_ns = |config: LaunchConfig| -> Result<f64> {
-                let once = measure(config, Grain::Caller, 1)?;
-                let calls = ((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000);
-                let mut t = f64::INFINITY;
-                for _ in 0..7 {
-                    t = t.min(measure(config, Grain::Caller, calls)?);
+            // ns per call of each of `configs` on the caller, net of the
+            // launch and its groups: the fastest of 7 interleaved rounds of
+            // batches of about 100 µs, so that a drift of the machine's speed
+            // during the calibration lands on every config alike.
+            let mut fastest_ns = |configs: &[LaunchConfig]| -> Result<Vec<f64>> {
+                let mut calls = Vec::with_capacity(configs.len());
+                for &c in configs {
+                    let once = measure(c, Grain::Caller, 1)?;
+                    calls.push(((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000));
                 }
-                let groups = p.groups(config.block) as f64;
-                Ok((t - m.caller_launch_us - m.per_group_us * groups).max(0.0) * 1e3)
+                let mut best = vec![f64::INFINITY; configs.len()];
+                for _ in 0..7 {
+                    for (j, &c) in configs.iter().enumerate() {
+                        best[j] = best[j].min(measure(c, Grain::Caller, calls[j])?);
+                    }
+                }
+                Ok(best
+                    .iter()
+                    .zip(configs)
+                    .map(|(&t, c)| {
+                        let groups = p.groups(c.block) as f64;
+                        (t - m.caller_launch_us - m.per_group_us * groups).max(0.0) * 1e3
+                    })
+                    .collect())
             };
-            let body_ns = time_ns(config)?;
             match p.work {
                 Work::Rows {
                     rows,
@@ -370,25 +385,35 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                         let fixed = wc.rows[0].row_ns[a_index] * reduce_passes.max(1) as f64;
                         (ns / rows as f64 - fixed).max(0.0) / cols as f64
                     };
-                    if reduce_passes > 0 {
-                        // Locals W, 2W and 4W reduce into 1, 2 and 4 accumulators
-                        // (the row, 32 packets, is longer); the whole row into 8.
-                        let mut by_a = [per(body_ns, 3); 4];
-                        for (k, slot) in by_a.iter_mut().take(3).enumerate() {
-                            let local = w << k;
-                            *slot = per(time_ns(LaunchConfig { local, ..config })?, k);
-                        }
-                        softmax.push(by_a);
-                    } else {
+                    if reduce_passes == 0 {
+                        let body_ns = fastest_ns(&[config])?[0];
                         maps.push((p.bytes_per_elem / 4.0, p.flops_per_elem, per(body_ns, 3)));
+                    } else if op == Op::MaskedSoftmax {
+                        // Locals W, 2W and 4W reduce into 1, 2 and 4
+                        // accumulators (the row is longer than 4W); the whole
+                        // row into 8. The counts differ by a few percent, so
+                        // one row measures them all, interleaved: each count's
+                        // median over this row and attention's 256-column
+                        // one, measured one after the other, put 8
+                        // accumulators 13 % cheaper than 1 where this graph
+                        // ran them 4 % dearer (Intel Xeon, W8, 2026-12-05).
+                        let configs: Vec<LaunchConfig> = (0..3)
+                            .map(|k| LaunchConfig {
+                                local: w << k,
+                                ..config
+                            })
+                            .chain([config])
+                            .collect();
+                        let ns = fastest_ns(&configs)?;
+                        softmax = Some(std::array::from_fn(|k| per(ns[k], k)));
                     }
                 }
                 Work::Attention(_) => {
                     // Groups of 16 query rows (`config`), and of one.
                     let flops = p.flops_per_elem * p.elements() as f64;
-                    let one = time_ns(LaunchConfig { block: 1, ..config })?;
-                    attn[0].push(one / flops);
-                    attn[1].push(body_ns / flops);
+                    let ns = fastest_ns(&[LaunchConfig { block: 1, ..config }, config])?;
+                    attn[0].push(ns[0] / flops);
+                    attn[1].push(ns[1] / flops);
                 }
             }
             Ok((config, Grain::Caller))
@@ -399,10 +424,8 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
         cost.map_tensor_ns = t;
         cost.map_flop_ns = f;
     }
-    for (k, slot) in cost.softmax_elem_ns.iter_mut().enumerate() {
-        if let Some(x) = median(&mut softmax.iter().map(|by_a| by_a[k]).collect::<Vec<_>>()) {
-            *slot = x;
-        }
+    if let Some(by_a) = softmax {
+        cost.softmax_elem_ns = by_a;
     }
     for (slot, v) in cost.attn_flop_ns.iter_mut().zip(&mut attn) {
         if let Some(x) = median(v) {
