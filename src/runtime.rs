@@ -417,7 +417,7 @@ impl Runtime {
                 let l = prepare(c)?;
                 self.time_launches(l.tiling(), g, out, n, &|k, o| l.run_group(k, o))
             };
-            plan_node(graph, 0, InputsFrom::Caller, planning, &mut measure)?
+            plan_node(graph, 0, &[], planning, &mut measure)?
         };
         let launch = prepare(config)?;
         self.pool
@@ -454,7 +454,7 @@ impl Runtime {
                         Err(e) => Err(e),
                     }
                 };
-                plan_node(graph, 0, InputsFrom::Caller, planning, &mut measure)?
+                plan_node(graph, 0, &[], planning, &mut measure)?
             };
             // Borrowed where it was built (`ref`): a prepared launch is a few
             // hundred bytes, and moving it out of its `Result` is a memcpy per call.
@@ -475,20 +475,11 @@ impl Runtime {
                 out,
             };
             for i in 0..graph.launches() {
-                let nodes = graph.nodes();
-                let pooled = (0..i).any(|j| {
-                    chosen[j].1 != Grain::Caller && nodes[i].reads().any(|t| t == nodes[j].output)
-                });
-                let inputs_from = if pooled {
-                    InputsFrom::Pool
-                } else {
-                    InputsFrom::Caller
-                };
                 let plan = {
                     let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
                         self.time_in_graph(bound.reborrow(), &chosen, i, (c, g), n)
                     };
-                    plan_node(graph, i, inputs_from, planning, &mut measure)?
+                    plan_node(graph, i, &chosen, planning, &mut measure)?
                 };
                 chosen.push(plan);
                 stats.merge(self.run_node(bound.reborrow(), i, plan, launch)?);
@@ -557,12 +548,11 @@ impl Runtime {
         candidate: (LaunchConfig, Grain),
         calls: usize,
     ) -> Result<f64> {
-        let nodes = b.graph.nodes();
-        let producer = |j: &usize| nodes[i].reads().any(|t| t == nodes[*j].output);
+        let graph = b.graph;
         let calls = calls.max(1);
         let mut total = Duration::ZERO;
         for call in 0..=calls {
-            for j in (0..i).filter(producer) {
+            for j in (0..i).filter(|&j| graph.feeds(j, i)) {
                 self.run_node(b.reborrow(), j, chosen[j], &mut |l, g, dst| {
                     self.launch_plainly(l, g, dst)
                 })?;
@@ -641,13 +631,13 @@ impl Runtime {
     }
 }
 
-/// Launch `i`'s geometry and grain under `planning`, its inputs coming from
-/// `inputs`; `measure` times the launch as the graph runs it (for refinement
-/// or search).
+/// Launch `i`'s geometry and grain under `planning`, after launches `0..i`
+/// ran with the plans in `chosen`; `measure` times the launch as the graph
+/// runs it (for refinement or search).
 fn plan_node(
     graph: &Graph,
     i: usize,
-    inputs: InputsFrom,
+    chosen: &[(LaunchConfig, Grain)],
     planning: &mut Planning<'_, '_>,
     measure: &mut Measure<'_>,
 ) -> Result<(LaunchConfig, Grain)> {
@@ -655,6 +645,12 @@ fn plan_node(
         Planning::Fixed(plans) => Ok(plans[i]),
         Planning::Chosen(choose) => {
             let profile = graph::exec::node_profile(graph, i)?;
+            let pooled = (0..i).any(|j| chosen[j].1 != Grain::Caller && graph.feeds(j, i));
+            let inputs = if pooled {
+                InputsFrom::Pool
+            } else {
+                InputsFrom::Caller
+            };
             choose(i, &profile, inputs, measure)
         }
     }

@@ -507,6 +507,12 @@ impl Graph {
             .collect()
     }
 
+    /// Whether launch `j` writes a tensor that launch `i` reads.
+    pub fn feeds(&self, j: usize, i: usize) -> bool {
+        let written = self.nodes[j].output;
+        self.nodes[i].reads().any(|t| t == written)
+    }
+
     /// The kernels, one per launch, e.g. `["map(silu(in0))", "map(mul(in0, in1))"]`.
     pub fn kernel_names(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.kernel.name()).collect()
