@@ -1,7 +1,7 @@
 //! The candidate strategies of the seed (DESIGN.md, "Candidate strategies") as the
 //! planner chooses them from the cost model, without measuring the target shape.
 
-use super::cost::CostModel;
+use super::cost::{CostModel, task_split};
 use super::profile::{LaunchProfile, ProfileId, Work};
 use super::search::{self, Candidate, Measure};
 use super::tuning::{self, Tuned, TuningTable};
@@ -207,7 +207,7 @@ fn caller_only(on_caller: &Plan) -> bool {
 /// accumulators: the model's resolution between accumulator counts. At 5 %,
 /// set while the graph's softmax calibration mixed two rows (8 accumulators
 /// modelled 1–13 % cheaper than 1, measured 4–7 % dearer), auto ran rmsnorm
-/// at 4 accumulators where the model put 8 2.7–6.1 % cheaper (768–1538
+/// at 4 accumulators where the model put 8 about 3–6 % cheaper (768–1538
 /// columns) and the oracle took 8: auto / oracle read 1.051–1.079 on rmsnorm
 /// 3x1024, 129x768 and 257x1538 in two sessions' benches, while fixed plans
 /// timed 8 accumulators 0–2.5 % faster there. Counts the model puts within
@@ -216,6 +216,17 @@ fn caller_only(on_caller: &Plan) -> bool {
 /// accumulators, 20–30 % slower for rmsnorm and layernorm, are modelled far
 /// outside this.
 const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.02;
+
+/// `auto`'s pooled plans give every worker at least this many tasks (every
+/// group its own task when there are fewer groups): a static split ends with
+/// its slowest worker, and the workers of a shared machine do not keep one
+/// speed. Measured here (Intel Xeon, 2 vCPUs under KVM, 2026-12-05): in some
+/// phases of the machine the fused masked_softmax 4096x1024 took 1745–1776 µs
+/// as two chunks (legacy) and 1423–1461 µs as 8 to 128 tasks (9 interleaved
+/// rounds), in others the two were level; one full bench read auto / oracle
+/// 1.15–1.17 on four large rows where auto ran legacy or two-task plans and
+/// the oracle many tasks. Refinement still measures legacy and coarser grains.
+const MIN_TASKS_PER_WORKER: usize = 4;
 
 /// Where a launch finds its inputs, which refinement needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -513,14 +524,24 @@ impl Planner {
     /// block × grain — or local × block × grain where no output bit depends on
     /// `local` ([`local_is_free`]); only the caller's plans for a launch the
     /// model puts under [`CALLER_ONLY_US`] on the caller, where no hand-off to
-    /// a helper can pay for itself.
+    /// a helper can pay for itself; and of the pool's plans, those with
+    /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per group).
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
         let free = local_is_free(p);
         let tiny = caller_only(&whole);
+        let balanced = |x: &Plan| {
+            let groups = p.groups(x.config.block);
+            let (tasks, _) = task_split(groups, x.grain, self.workers);
+            x.grain == Grain::Caller
+                || self.workers == 1
+                || tasks >= groups.min(MIN_TASKS_PER_WORKER * self.workers)
+        };
         let mut v = self.joint_space(p);
-        v.retain(|x| (free || x.config.local == local) && (!tiny || x.grain == Grain::Caller));
+        v.retain(|x| {
+            (free || x.config.local == local) && (!tiny || x.grain == Grain::Caller) && balanced(x)
+        });
         if v.is_empty() {
             v.push(whole);
         }
@@ -794,6 +815,29 @@ mod tests {
             tiny > 0,
             "no seed row is under CALLER_ONLY_US on the caller"
         );
+    }
+
+    /// `auto`'s model plan on the pool cuts the launch into at least
+    /// `MIN_TASKS_PER_WORKER` tasks per worker, or a task per group.
+    #[test]
+    fn auto_gives_every_worker_several_tasks() {
+        for workers in [2, 3, 8] {
+            let p = Planner::new(Backend::best(8), workers);
+            let mut pooled = 0;
+            for (op, shape) in seed_cases() {
+                let profile = LaunchProfile::for_op(op, &shape).unwrap();
+                let plan = p.auto_plan(&profile);
+                if plan.grain == Grain::Caller {
+                    continue;
+                }
+                pooled += 1;
+                let groups = profile.groups(plan.config.block);
+                let (tasks, _) = task_split(groups, plan.grain, workers);
+                let want = groups.min(MIN_TASKS_PER_WORKER * workers);
+                assert!(tasks >= want, "{op} {shape}, {workers} workers: {plan:?}");
+            }
+            assert!(pooled > 0, "no seed row is pooled with {workers} workers");
+        }
     }
 
     /// A row reduction's `local` under `auto`: the fewest accumulators whose
