@@ -218,7 +218,7 @@ fn caller_only(on_caller: &Plan) -> bool {
 const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.02;
 
 /// `auto`'s pooled plans give every worker at least this many tasks (every
-/// group its own task when there are fewer groups): a static split ends with
+/// row its own task when there are fewer rows): a static split ends with
 /// its slowest worker, and the workers of a shared machine do not keep one
 /// speed. Measured here (Intel Xeon, 2 vCPUs under KVM, 2026-12-05): in some
 /// phases of the machine the fused masked_softmax 4096x1024 took 1745–1776 µs
@@ -525,7 +525,7 @@ impl Planner {
     /// `local` ([`local_is_free`]); only the caller's plans for a launch the
     /// model puts under [`CALLER_ONLY_US`] on the caller, where no hand-off to
     /// a helper can pay for itself; and of the pool's plans, those with
-    /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per group).
+    /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per row).
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
@@ -536,7 +536,7 @@ impl Planner {
             let (tasks, _) = task_split(groups, x.grain, self.workers);
             x.grain == Grain::Caller
                 || self.workers == 1
-                || tasks >= groups.min(MIN_TASKS_PER_WORKER * self.workers)
+                || tasks >= p.groups(1).min(MIN_TASKS_PER_WORKER * self.workers)
         };
         let mut v = self.joint_space(p);
         v.retain(|x| {
@@ -818,7 +818,7 @@ mod tests {
     }
 
     /// `auto`'s model plan on the pool cuts the launch into at least
-    /// `MIN_TASKS_PER_WORKER` tasks per worker, or a task per group.
+    /// `MIN_TASKS_PER_WORKER` tasks per worker, or a task per row.
     #[test]
     fn auto_gives_every_worker_several_tasks() {
         for workers in [2, 3, 8] {
@@ -833,7 +833,7 @@ mod tests {
                 pooled += 1;
                 let groups = profile.groups(plan.config.block);
                 let (tasks, _) = task_split(groups, plan.grain, workers);
-                let want = groups.min(MIN_TASKS_PER_WORKER * workers);
+                let want = profile.groups(1).min(MIN_TASKS_PER_WORKER * workers);
                 assert!(tasks >= want, "{op} {shape}, {workers} workers: {plan:?}");
             }
             assert!(pooled > 0, "no seed row is pooled with {workers} workers");
