@@ -315,9 +315,9 @@ fn calibrate_bandwidth(
 /// on the caller (data in L2). The maps give ns per tensor and per flop (a
 /// least-squares fit over add, mul, silu and gelu), masked_softmax's softmax
 /// ns per element with 1, 2, 4 and 8 accumulators (locals W, 2W, 4W and the
-/// whole row), scores and probs·v ns per flop in groups of 16 query rows and of one (the fused attention's
-/// sensitivity to the block measured 5×, theirs far less). `wc` holds this
-/// width's operator costs, calibrated already.
+/// whole row), scores and probs·v ns per flop in groups of 16 query rows and
+/// of one (the fused attention's sensitivity to the block measured 5×, theirs
+/// far less). `wc` holds this width's operator costs, calibrated already.
 fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphCost> {
     let w = rt.backend().width();
     let mut maps: Vec<(f64, f64, f64)> = Vec::new();
