@@ -67,8 +67,10 @@ pub(crate) trait SoftmaxSource<P: Packet>: Copy {
 struct MaskedRow<'r> {
     x: &'r [f32],
     m: &'r [f32],
-    /// The next row's x and mask (empty for the last row), prefetched during this
-    /// row's exp pass, the longest one, so that their reads overlap its arithmetic.
+    /// The next row's x and mask (empty for the last row), prefetched toward L2
+    /// during this row's exp pass, the longest one, so that their reads overlap
+    /// its arithmetic. Into L1 they evicted this row's x, mask and y (1024x4096,
+    /// W8, one worker: 2.41–2.46 → 2.33–2.36 ms).
     next: [&'r [f32]; 2],
 }
 
@@ -85,8 +87,8 @@ impl<P: Packet> SoftmaxSource<P> for MaskedRow<'_> {
     }
     #[inline(always)]
     fn prefetch_next(&self, p: P, col: usize) {
-        p.prefetch(self.next[0], col);
-        p.prefetch(self.next[1], col);
+        p.prefetch_l2(self.next[0], col);
+        p.prefetch_l2(self.next[1], col);
     }
 }
 

@@ -85,6 +85,13 @@ pub trait Packet: Copy + Send + Sync + 'static {
     fn prefetch(self, s: &[f32], i: usize) {
         let _ = (s, i);
     }
+    /// [`Packet::prefetch`] toward L2 only: for a next row that would push the
+    /// current row's operands out of L1 (layernorm's x, w and b fill the 48 KiB
+    /// L1 of a 4096-column row by themselves).
+    #[inline(always)]
+    fn prefetch_l2(self, s: &[f32], i: usize) {
+        let _ = (s, i);
+    }
     /// Stores `W` lanes of a kernel's final result: [`Packet::store_stream`] when
     /// `stream`, else [`Packet::store`].
     #[inline(always)]

@@ -571,9 +571,11 @@ impl WithPacket for Prefetches<'_> {
     fn run<P: Packet>(self, p: P) {
         for i in [0, 1, self.0.len() - 1, self.0.len(), usize::MAX] {
             p.prefetch(self.0, i);
+            p.prefetch_l2(self.0, i);
         }
         p.prefetch(&[], 0);
         p.prefetch(&[], 7);
+        p.prefetch_l2(&[], 7);
     }
 }
 

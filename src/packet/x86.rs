@@ -89,16 +89,17 @@ pub(super) fn run_avx512<K: WithPacket>(k: K) -> K::Output {
     unsafe { avx512_entry(k, p) }
 }
 
-/// Hints the cache line of `s[i]` into L1, without a bounds check: a prefetch
+/// Hints the cache line of `s[i]` toward the cache level of `HINT`
+/// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2), without a bounds check: a prefetch
 /// never faults, and a hint past `s` (the last row's empty "next row") is only a
 /// wasted hint. Kernels call this once per packet, so the check was a compare
 /// and a branch, and a register for the length, in their hottest loops.
 #[inline(always)]
-fn prefetch_t0(s: &[f32], i: usize) {
+fn prefetch_hint<const HINT: i32>(s: &[f32], i: usize) {
     // SAFETY: the pointer is formed with wrapping arithmetic and never
-    // dereferenced; `prefetcht0` is a hint that never faults, whatever the
+    // dereferenced; a prefetch is a hint that never faults, whatever the
     // address. SSE is baseline on x86_64.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(i).cast::<i8>()) }
+    unsafe { _mm_prefetch::<HINT>(s.as_ptr().wrapping_add(i).cast::<i8>()) }
 }
 
 macro_rules! feature_ops {
@@ -162,7 +163,11 @@ impl Packet for Sse41 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        prefetch_t0(s, i)
+        prefetch_hint::<_MM_HINT_T0>(s, i)
+    }
+    #[inline(always)]
+    fn prefetch_l2(self, s: &[f32], i: usize) {
+        prefetch_hint::<_MM_HINT_T1>(s, i)
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m128 {
@@ -396,7 +401,11 @@ impl Packet for Avx2 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        prefetch_t0(s, i)
+        prefetch_hint::<_MM_HINT_T0>(s, i)
+    }
+    #[inline(always)]
+    fn prefetch_l2(self, s: &[f32], i: usize) {
+        prefetch_hint::<_MM_HINT_T1>(s, i)
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m256 {
@@ -643,7 +652,11 @@ impl Packet for Avx512 {
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
-        prefetch_t0(s, i)
+        prefetch_hint::<_MM_HINT_T0>(s, i)
+    }
+    #[inline(always)]
+    fn prefetch_l2(self, s: &[f32], i: usize) {
+        prefetch_hint::<_MM_HINT_T1>(s, i)
     }
     #[inline(always)]
     fn load_partial(self, s: &[f32], n: usize, fill: f32) -> __m512 {
