@@ -90,6 +90,40 @@ fn every_seed_row_is_identical_on_the_pool_and_on_the_caller() {
     }
 }
 
+/// Streamed (non-temporal) stores are weakly ordered, and the pool publishes
+/// them once per helper visit and once per caller run, not per work-group: every
+/// row operator, forced to stream, gives on the pool (helpers writing most of the
+/// groups) the bytes its cached launch gives on the caller, call after call.
+#[test]
+fn streamed_launches_on_the_pool_match_the_caller() {
+    let b = Backend::best(8);
+    let rt = runtime(3, b.width());
+    for op in Op::ALL.into_iter().filter(|op| op.is_row_op()) {
+        let shape = Shape::rows(96, 1030);
+        let inputs = OwnedInputs::generate(op, shape, 3).unwrap();
+        let config = LaunchConfig {
+            block: 2,
+            ..taskgrain::plan::default_config(op, &shape, b.width())
+        };
+        let launch = rt.prepare(inputs.view(), &shape, config).unwrap();
+        let mut cached = vec![f32::NAN; ops::output_len(&shape)];
+        rt.launch(&launch, Grain::Caller, &mut cached).unwrap();
+        let streamed = launch.with_stream(true);
+        for call in 0..20 {
+            for g in [0, 1, 5] {
+                let mut out = vec![f32::NAN; cached.len()];
+                rt.launch(&streamed, Grain::from_u32(g), &mut out).unwrap();
+                assert!(
+                    out.iter()
+                        .zip(&cached)
+                        .all(|(a, c)| a.to_bits() == c.to_bits()),
+                    "{op} {shape} grain {g} call {call}: streamed bytes differ"
+                );
+            }
+        }
+    }
+}
+
 /// `auto` picks `local` (which fixes a row's reduction order) per shape, not per
 /// pool: what a user gets from `Runtime::run` is the same bytes on 1, 2 or 8
 /// workers, before and after refinement, whatever grain it settles on — fused,

@@ -54,13 +54,10 @@ impl<K: RowKernel> WithPacket for GroupRun<'_, '_, K> {
     type Output = ();
     #[inline(always)]
     fn run<P: Packet>(self, p: P) {
+        // Streamed stores are published by the runner, once per task (see
+        // `packet::publish_streamed_stores`), not here after every group.
         self.kernel
             .rows(p, &self.sched, self.rows, self.out, self.out_row_len);
-        if self.sched.streams() {
-            // Non-temporal stores are weakly ordered: make them visible before
-            // the pool reports this group done.
-            p.stream_fence();
-        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Tests of the packet primitives, on every backend of [`test_backends`].
 
-use super::{Backend, Packet, WithPacket, dispatch, test_backends};
+use super::{Backend, Packet, WithPacket, dispatch, publish_streamed_stores, test_backends};
 
 /// The lane-wise primitives under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,7 +220,7 @@ fn indexed_and_streaming_stores_match_plain_ones() {
                 for stream in [false, true] {
                     let mut got = vec![-1.0f32; 3 * w];
                     p.store_result_at(&mut got, i, v, stream);
-                    p.stream_fence();
+                    publish_streamed_stores();
                     assert_eq!(
                         &got[i..i + w],
                         &want[..],

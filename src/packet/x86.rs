@@ -89,6 +89,13 @@ pub(super) fn run_avx512<K: WithPacket>(k: K) -> K::Output {
     unsafe { avx512_entry(k, p) }
 }
 
+/// Orders this thread's earlier non-temporal stores before its later stores.
+#[inline]
+pub(crate) fn sfence() {
+    // SAFETY: SSE is baseline on x86_64.
+    unsafe { _mm_sfence() }
+}
+
 /// Hints the cache line of `s[i]` toward the cache level of `HINT`
 /// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2), without a bounds check: a prefetch
 /// never faults, and a hint past `s` (the last row's empty "next row") is only a
@@ -155,11 +162,6 @@ impl Packet for Sse41 {
             // SAFETY: as in `store`.
             unsafe { _mm_storeu_ps(ptr, v) }
         }
-    }
-    #[inline(always)]
-    fn stream_fence(self) {
-        // SAFETY: SSE is baseline on x86_64.
-        unsafe { _mm_sfence() }
     }
     #[inline(always)]
     fn prefetch(self, s: &[f32], i: usize) {
@@ -375,11 +377,6 @@ impl Packet for Avx2 {
             // SAFETY: as in `store`.
             unsafe { _mm256_storeu_ps(ptr, v) }
         }
-    }
-    #[inline(always)]
-    fn stream_fence(self) {
-        // SAFETY: SSE is baseline on x86_64.
-        unsafe { _mm_sfence() }
     }
     #[inline(always)]
     fn funnel(self, lo: __m256, hi: __m256, s: usize) -> __m256 {
@@ -634,11 +631,6 @@ impl Packet for Avx512 {
             // SAFETY: as in `store`.
             unsafe { _mm512_storeu_ps(ptr, v) }
         }
-    }
-    #[inline(always)]
-    fn stream_fence(self) {
-        // SAFETY: SSE is baseline on x86_64.
-        unsafe { _mm_sfence() }
     }
     #[inline(always)]
     fn funnel(self, lo: __m512, hi: __m512, s: usize) -> __m512 {

@@ -154,6 +154,7 @@ pub use grain::Grain;
 pub use stats::LaunchStats;
 
 use crate::error::{Error, Result};
+use crate::packet;
 use crate::simt::{self, GroupFn, Tiling};
 use protocol::{InPoolGuard, Shared, Tuning};
 use split::{SharedOut, Split};
@@ -281,6 +282,9 @@ impl Pool {
         let _serial = sync::lock(&self.shared.launch);
         let _inside = InPoolGuard::enter();
         let (stats, panicked) = self.shared.run_pooled(tasks, f);
+        // The caller's tasks' streamed stores (each helper publishes its own
+        // before it reports its visit done).
+        packet::publish_streamed_stores();
         if panicked {
             return Err(Error::KernelPanicked(self.shared.take_panic()));
         }
@@ -347,9 +351,12 @@ impl std::fmt::Debug for Pool {
 
 /// Run all tasks on the calling thread, in order, stopping at the first panic.
 fn run_inline(tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Result<LaunchStats> {
-    catch_unwind(AssertUnwindSafe(|| (0..tasks).for_each(f)))
-        .map(|()| LaunchStats::inline(tasks))
-        .map_err(|p| Error::KernelPanicked(protocol::panic_message(p.as_ref())))
+    catch_unwind(AssertUnwindSafe(|| {
+        (0..tasks).for_each(f);
+        packet::publish_streamed_stores();
+    }))
+    .map(|()| LaunchStats::inline(tasks))
+    .map_err(|p| Error::KernelPanicked(protocol::panic_message(p.as_ref())))
 }
 
 /// [`Grain::Caller`]: the whole launch as one task on the calling thread.

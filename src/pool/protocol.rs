@@ -10,6 +10,7 @@ use super::sync::{
     AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, WaitWord, fence,
     lock, thread_local,
 };
+use crate::packet;
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -619,6 +620,8 @@ impl Shared {
 
     /// Account for `ran` tasks of the current launch; wake the caller if it sleeps.
     fn finish_visit(&self, ran: u32) {
+        // Streamed (non-temporal) stores are not ordered by the Release below.
+        packet::publish_streamed_stores();
         let c = &self.completion;
         c.helpers.fetch_add(1, Ordering::Relaxed);
         // Release: our tasks' writes happen-before the caller's return.

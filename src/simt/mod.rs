@@ -138,9 +138,12 @@ impl Tiling {
 }
 
 /// The signature every kernel launch runs: fill the output span of one group.
+/// Streamed stores in it are left for the runner to publish, once per task
+/// ([`crate::packet::publish_streamed_stores`]).
 pub type GroupFn<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 
-/// Run groups `range` of a launch on the calling thread, in order.
+/// Run groups `range` of a launch on the calling thread, in order, then
+/// publish their streamed stores ([`crate::packet::publish_streamed_stores`]).
 ///
 /// `out` must be the launch's whole output (`tiling.len()` elements).
 pub fn run_groups(tiling: &Tiling, range: Range<usize>, out: &mut [f32], kernel: &GroupFn<'_>) {
@@ -156,6 +159,7 @@ pub fn run_groups(tiling: &Tiling, range: Range<usize>, out: &mut [f32], kernel:
         kernel(g, head);
         rest = tail;
     }
+    crate::packet::publish_streamed_stores();
 }
 
 /// One packet of a row's SIMT schedule.
