@@ -54,8 +54,9 @@ impl<K: RowKernel> WithPacket for GroupRun<'_, '_, K> {
     type Output = ();
     #[inline(always)]
     fn run<P: Packet>(self, p: P) {
-        // Streamed stores are published by the runner, once per task (see
-        // `packet::publish_streamed_stores`), not here after every group.
+        // Streamed stores are published by the runner before it reports its
+        // groups done (`packet::publish_streamed_stores`), not here after
+        // every group.
         self.kernel
             .rows(p, &self.sched, self.rows, self.out, self.out_row_len);
     }

@@ -138,8 +138,8 @@ impl Tiling {
 }
 
 /// The signature every kernel launch runs: fill the output span of one group.
-/// Streamed stores in it are left for the runner to publish, once per task
-/// ([`crate::packet::publish_streamed_stores`]).
+/// Streamed stores in it are left for the runner to publish before it reports
+/// the group done ([`crate::packet::publish_streamed_stores`]).
 pub type GroupFn<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 
 /// Run groups `range` of a launch on the calling thread, in order, then
