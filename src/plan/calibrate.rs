@@ -88,6 +88,24 @@ fn run_caller(
     }))
 }
 
+/// Per-element costs for 1, 2, 4 and 8 packet accumulators, with none below
+/// that of more accumulators: a row's elements cost the same instructions at
+/// every count, and more accumulators only shorten the reduction's dependency
+/// chain, so a fit that puts fewer below more measured noise. Unchecked, such
+/// noise decided `auto`'s `local` (see `FEWER_ACCUMULATORS_TOLERANCE`): one
+/// calibration put layernorm's W8 costs at [0.336, 0.207, 0.223, 0.208] ns, auto
+/// took 2 accumulators on 1024x4096, and they ran 15–35 % slower than 4 there
+/// (1.61–1.69 against 1.39–1.47 ms on one worker). On a quiet machine 2
+/// accumulators cost 15–27 % more per element than 4 for layernorm and
+/// rmsnorm, below 1024 columns and past them (Intel Xeon, W8, 2026-12-06).
+/// The per-row costs stay as fitted.
+fn no_cheaper_with_fewer(mut elem_ns: [f64; 4]) -> [f64; 4] {
+    for i in (0..3).rev() {
+        elem_ns[i] = elem_ns[i].max(elem_ns[i + 1]);
+    }
+    elem_ns
+}
+
 /// The costs of the row operators and attention at one width; also returns the
 /// per-group cost measured on the way.
 fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
@@ -134,7 +152,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
             row_ns[ai] = f;
         }
         rows[i] = KernelCost {
-            elem_ns: elem,
+            elem_ns: no_cheaper_with_fewer(elem),
             row_ns,
             tail_ns: ((t3 - t2) * 1e3 / r as f64 - elem8).max(0.0),
         };
@@ -667,4 +685,24 @@ pub fn load_or_calibrate(dir: &Path, source: ModelSource) -> Result<ModelLoad> {
 pub fn load_model(dir: &Path, source: ModelSource) -> Result<(CostModel, Vec<String>)> {
     let l = load_or_calibrate(dir, source)?;
     Ok((l.model, l.notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fewer_accumulators_never_cost_less_per_element() {
+        // The calibration that sent layernorm 1024x4096 to 2 accumulators.
+        assert_eq!(
+            no_cheaper_with_fewer([0.336, 0.207, 0.223, 0.208]),
+            [0.336, 0.223, 0.223, 0.208]
+        );
+        assert_eq!(
+            no_cheaper_with_fewer([0.1, 0.2, 0.3, 0.4]),
+            [0.4, 0.4, 0.4, 0.4]
+        );
+        let ordered = [0.4, 0.3, 0.2, 0.1];
+        assert_eq!(no_cheaper_with_fewer(ordered), ordered);
+    }
 }

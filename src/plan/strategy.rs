@@ -214,7 +214,8 @@ fn caller_only(on_caller: &Plan) -> bool {
 /// 2 % measured within noise: masked_softmax's own kernel and layernorm are
 /// flat across 1–8 and 4–8 accumulators (Intel Xeon, W8, 2026-12-05). Two
 /// accumulators, 20–30 % slower for rmsnorm and layernorm, are modelled far
-/// outside this.
+/// outside this, as long as noise does not put them below more accumulators:
+/// calibration rules that out (`calibrate::no_cheaper_with_fewer`).
 const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.02;
 
 /// `auto`'s pooled plans give every worker at least this many tasks (every
