@@ -175,8 +175,9 @@ impl RmsNorm<'_> {
 
     /// Σx² of a row whose schedule is full-contiguous
     /// ([`RowSchedule::is_full_contiguous`]), in that schedule's reduction
-    /// order: packet `q` into accumulator `q mod A`, the partial last packet
-    /// (zero-filled) into the next. The same bits as [`RmsNorm::sum_sq`]; the
+    /// order: packet `q` into accumulator `q mod A`, and the partial last
+    /// packet, zero-filled, as packet number `C / W`. The same bits as
+    /// [`RmsNorm::sum_sq`] (tested against the one-row path); the
     /// row is walked in chunks of `A` packets, so no packet needs a bounds
     /// check and every accumulator index is a constant.
     #[inline(always)]
@@ -243,8 +244,9 @@ impl RmsNorm<'_> {
     }
 
     /// Rows `rows` of at most [`BATCHED_ROW_BYTES`], in batches of at most
-    /// [`BATCH`] rows and [`BATCH_BYTES`], with the schedule's accumulator count `A` fixed for the whole group, and
-    /// `CONTIGUOUS` = whether the schedule is full-contiguous. Such rows take
+    /// [`BATCH`] rows and [`BATCH_BYTES`], with the schedule's accumulator
+    /// count `A` fixed for the whole group, and `CONTIGUOUS` = whether the
+    /// schedule is full-contiguous. Such rows take
     /// [`RmsNorm::sum_sq_contiguous`] and [`RmsNorm::apply_contiguous`]: the
     /// schedule's visitor pays a bounds check per packet and reads its flags
     /// per row, as much as a short row's arithmetic (the kernel alone, W8, one

@@ -4,8 +4,9 @@
 //! - **kernels** (per native width, on the calling thread, data in L2): each row
 //!   operator at 32 rows × {256, 1024} columns with `local` = the row (8 packet
 //!   accumulators), W, 2W and 4W (1, 2, 4 accumulators) gives the per-element
-//!   and per-row costs for each accumulator count; 1025 columns the tail
-//!   packet; `block` = 1 against `block` = 32 the per-group cost. Attention at
+//!   and per-row costs for each accumulator count (no count's per-element
+//!   cost below a larger count's: `no_cheaper_with_fewer`); 1025 columns the
+//!   tail packet; `block` = 1 against `block` = 32 the per-group cost. Attention at
 //!   1×2×1×16×256×64×64 with `block` 1, 2, 4, 8, 16 gives its per-flop costs.
 //! - **graph kernels** (per native width, caller): every launch of the unfused
 //!   chains of masked_softmax, swiglu, gelu_residual (32×1024) and attention
