@@ -698,9 +698,10 @@ impl Planner {
     }
 
     /// Run-time refinement of `profile`, whose inputs come from `inputs`:
-    /// measures [`Planner::refinement_candidates`] with `measure`, keeps the
-    /// fastest (the model's choice unless another is faster by more than 2 %);
-    /// later `auto` plans of this launch return it.
+    /// measures [`Planner::refinement_candidates`] with `measure` and keeps
+    /// the model's choice unless an alternative timed side by side with it is
+    /// clearly faster (see [`search::refine`]); later `auto` plans of this
+    /// launch return it.
     pub fn refine(
         &self,
         p: &LaunchProfile,
