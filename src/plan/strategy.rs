@@ -645,7 +645,7 @@ impl Planner {
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
     /// As in `Planner::auto_space`, pooled plans keep to `auto`'s floor of
-    /// tasks (`Planner::min_pooled_tasks`), and a launch the model puts under
+    /// tasks ([`Planner::min_pooled_tasks`]), and a launch the model puts under
     /// `CALLER_ONLY_US` on the caller keeps to the caller's plans, unless its
     /// inputs come from the pool.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
