@@ -219,36 +219,15 @@ fn caller_only(on_caller: &Plan) -> bool {
 const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.02;
 
 /// `auto`'s pooled plans give every worker at least this many tasks (every
-/// row its own task when there are fewer rows), and more for longer launches
-/// (see [`MAX_TASKS_PER_WORKER`]): a static split ends with its slowest
-/// worker, and the workers of a shared machine do not keep one speed.
-/// Measured here (Intel Xeon, 2 vCPUs under KVM, 2026-12-05): in some
+/// row its own task when there are fewer rows): a static split ends with
+/// its slowest worker, and the workers of a shared machine do not keep one
+/// speed. Measured here (Intel Xeon, 2 vCPUs under KVM, 2026-12-05): in some
 /// phases of the machine the fused masked_softmax 4096x1024 took 1745–1776 µs
 /// as two chunks (legacy) and 1423–1461 µs as 8 to 128 tasks (9 interleaved
 /// rounds), in others the two were level; one full bench read auto / oracle
 /// 1.15–1.17 on four large rows where auto ran legacy or two-task plans and
-/// the oracle many tasks.
+/// the oracle many tasks. Refinement still measures legacy and coarser grains.
 const MIN_TASKS_PER_WORKER: usize = 4;
-
-/// `auto` gives every worker up to this many tasks, as many as still hold
-/// [`TASK_WORK_IN_OVERHEADS`] per-task overheads of work each. With 16 tasks
-/// per worker, a worker slowed to half speed for a whole launch (a busy
-/// neighbour on its physical core: 1.9× on this host, measured with a busy
-/// loop on the other vCPU) costs the launch about 1 % over an ideal split;
-/// with 4 tasks per worker about 10 %. On this host, 4 tasks per worker
-/// still read auto / oracle 1.08–1.24 in some phases (masked_softmax
-/// 257×1538, gelu_residual and swiglu 4096×1024, attention with Sq = 1),
-/// where the oracle ran 30 to 128 tasks; and refinement, timing a quiet
-/// phase, took coarser plans (legacy, or a third of the tasks) for a 1–2 %
-/// gain that such a phase then turned into a loss. So refinement keeps to
-/// the same floor.
-const MAX_TASKS_PER_WORKER: usize = 16;
-
-/// Work a task must hold, in per-task overheads (the model's
-/// `per_task_us`), before `auto` gives a worker more than
-/// [`MIN_TASKS_PER_WORKER`] tasks: the tasks beyond that then cost at most
-/// 1 % of the launch (0.05 µs per task, tasks of ≥ 5 µs, on this host).
-const TASK_WORK_IN_OVERHEADS: f64 = 100.0;
 
 /// Where a launch finds its inputs, which refinement needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -546,43 +525,28 @@ impl Planner {
     /// block × grain — or local × block × grain where no output bit depends on
     /// `local` ([`local_is_free`]); only the caller's plans for a launch the
     /// model puts under [`CALLER_ONLY_US`] on the caller, where no hand-off to
-    /// a helper can pay for itself; and of the pool's plans, those with at
-    /// least [`Planner::min_pooled_tasks`] tasks.
+    /// a helper can pay for itself; and of the pool's plans, those with
+    /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per row).
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
         let free = local_is_free(p);
         let tiny = caller_only(&whole);
-        let min_tasks = self.min_pooled_tasks(p, &whole);
+        let balanced = |x: &Plan| {
+            let groups = p.groups(x.config.block);
+            let (tasks, _) = task_split(groups, x.grain, self.workers);
+            x.grain == Grain::Caller
+                || self.workers == 1
+                || tasks >= p.groups(1).min(MIN_TASKS_PER_WORKER * self.workers)
+        };
         let mut v = self.joint_space(p);
         v.retain(|x| {
-            (free || x.config.local == local)
-                && (!tiny || x.grain == Grain::Caller)
-                && self.balanced(p, x, min_tasks)
+            (free || x.config.local == local) && (!tiny || x.grain == Grain::Caller) && balanced(x)
         });
         if v.is_empty() {
             v.push(whole);
         }
         v
-    }
-
-    /// The fewest tasks `auto` runs `p` in on the pool, given its best plan
-    /// on the caller: [`MIN_TASKS_PER_WORKER`] to [`MAX_TASKS_PER_WORKER`]
-    /// per worker, as many as hold [`TASK_WORK_IN_OVERHEADS`] per-task
-    /// overheads of work each; a task per row when there are fewer rows.
-    fn min_pooled_tasks(&self, p: &LaunchProfile, on_caller: &Plan) -> usize {
-        let task_us = TASK_WORK_IN_OVERHEADS * self.model.per_task_us.max(1e-3);
-        let per_worker = (on_caller.predicted_us / (self.workers as f64 * task_us)).floor();
-        // `as` saturates: a NaN or negative prediction gives 0, then the minimum.
-        let per_worker = (per_worker as usize).clamp(MIN_TASKS_PER_WORKER, MAX_TASKS_PER_WORKER);
-        p.groups(1).min(per_worker * self.workers)
-    }
-
-    /// Whether `auto` may run `x`: on the caller, or on the pool in at least
-    /// `min_tasks` tasks (any plan with one worker).
-    fn balanced(&self, p: &LaunchProfile, x: &Plan, min_tasks: usize) -> bool {
-        let (tasks, _) = task_split(p.groups(x.config.block), x.grain, self.workers);
-        x.grain == Grain::Caller || self.workers == 1 || tasks >= min_tasks
     }
 
     /// `auto`'s model choice before (or without) refinement.
@@ -644,34 +608,28 @@ impl Planner {
     /// The alternatives refinement measures: the model's choice first, then the
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
-    /// As in `Planner::auto_space`, pooled plans keep to `auto`'s floor of
-    /// tasks ([`Planner::min_pooled_tasks`]), and a launch the model puts under
-    /// `CALLER_ONLY_US` on the caller keeps to the caller's plans, unless its
+    /// A launch the model puts under `CALLER_ONLY_US` on the caller keeps to
+    /// the caller's plans here too, as in `Planner::auto_space`, unless its
     /// inputs come from the pool.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
-        let on_caller = self.auto_on_caller(p);
-        let mut out = self.refinement_neighbourhood(p, &on_caller);
-        if inputs == InputsFrom::Caller && caller_only(&on_caller) {
+        let mut out = self.refinement_neighbourhood(p);
+        if inputs == InputsFrom::Caller && caller_only(&self.auto_on_caller(p)) {
             out.retain(|x| x.grain == Grain::Caller);
         }
         out
     }
 
-    /// [`Planner::refinement_candidates`] before the caller-only filter, given
-    /// `auto`'s best plan on the caller. Pooled plans keep to `auto`'s floor
-    /// of tasks ([`Planner::min_pooled_tasks`]), as in `Planner::auto_space`.
-    fn refinement_neighbourhood(&self, p: &LaunchProfile, on_caller: &Plan) -> Vec<Plan> {
+    /// [`Planner::refinement_candidates`] before the caller-only filter.
+    fn refinement_neighbourhood(&self, p: &LaunchProfile) -> Vec<Plan> {
         let mut space = self.auto_space(p);
         // A stable sort: the first is `auto_plan`'s choice (the first minimum).
         space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
         let first = space[0];
         let mut out = vec![first];
-        let min_tasks = self.min_pooled_tasks(p, on_caller);
         let push = |out: &mut Vec<Plan>, x: Plan| {
-            if self.balanced(p, &x, min_tasks)
-                && !out
-                    .iter()
-                    .any(|o| o.config == x.config && o.grain == x.grain)
+            if !out
+                .iter()
+                .any(|o| o.config == x.config && o.grain == x.grain)
             {
                 out.push(x);
             }
@@ -861,51 +819,26 @@ mod tests {
         );
     }
 
-    /// `auto`'s model plan and every pooled plan refinement measures cut the
-    /// launch into at least `min_pooled_tasks` tasks: `MIN_TASKS_PER_WORKER`
-    /// to `MAX_TASKS_PER_WORKER` per worker, or a task per row; the longest
-    /// seed launches reach `MAX_TASKS_PER_WORKER`.
+    /// `auto`'s model plan on the pool cuts the launch into at least
+    /// `MIN_TASKS_PER_WORKER` tasks per worker, or a task per row.
     #[test]
     fn auto_gives_every_worker_several_tasks() {
         for workers in [2, 3, 8] {
             let p = Planner::new(Backend::best(8), workers);
-            let (mut pooled, mut most) = (0, 0);
+            let mut pooled = 0;
             for (op, shape) in seed_cases() {
                 let profile = LaunchProfile::for_op(op, &shape).unwrap();
-                let want = p.min_pooled_tasks(&profile, &p.auto_on_caller(&profile));
-                let rows = profile.groups(1);
-                assert!(
-                    want >= rows.min(MIN_TASKS_PER_WORKER * workers),
-                    "{op} {shape}"
-                );
-                assert!(
-                    want <= rows.min(MAX_TASKS_PER_WORKER * workers),
-                    "{op} {shape}"
-                );
-                most += usize::from(want == MAX_TASKS_PER_WORKER * workers);
-                let tasks =
-                    |x: &Plan| task_split(profile.groups(x.config.block), x.grain, workers).0;
                 let plan = p.auto_plan(&profile);
-                if plan.grain != Grain::Caller {
-                    pooled += 1;
-                    assert!(
-                        tasks(&plan) >= want,
-                        "{op} {shape}, {workers} workers: {plan:?}"
-                    );
+                if plan.grain == Grain::Caller {
+                    continue;
                 }
-                for from in [InputsFrom::Caller, InputsFrom::Pool] {
-                    for x in p.refinement_candidates(&profile, from) {
-                        if x.grain != Grain::Caller {
-                            assert!(tasks(&x) >= want, "{op} {shape}, {workers} workers: {x:?}");
-                        }
-                    }
-                }
+                pooled += 1;
+                let groups = profile.groups(plan.config.block);
+                let (tasks, _) = task_split(groups, plan.grain, workers);
+                let want = profile.groups(1).min(MIN_TASKS_PER_WORKER * workers);
+                assert!(tasks >= want, "{op} {shape}, {workers} workers: {plan:?}");
             }
             assert!(pooled > 0, "no seed row is pooled with {workers} workers");
-            assert!(
-                most > 0,
-                "no seed row reaches the most tasks with {workers} workers"
-            );
         }
     }
 
