@@ -186,7 +186,7 @@ const REFINE_MARGIN: f64 = 0.98;
 /// timed back to back see the same machine, two medians of rounds spread over
 /// tens of milliseconds need not. Unpaired medians of 7 rounds kept the model's
 /// plan of masked_softmax 257×1538 in 5 of 6 trials although three
-/// alternatives ran 7–8 % faster side by side with it; the paired pass found
+/// alternatives ran 6–9 % faster side by side with it; the paired pass found
 /// one of them in 5 trials of 5. Shorter measurements (50 µs: one call of a
 /// 90 µs launch) kept plans 10–20 % off the oracle's.
 pub fn refine(cands: &[Candidate], predicted: &[f64], measure: &mut Measure<'_>) -> Result<Found> {
