@@ -85,8 +85,9 @@ type CallerLaunch<'a> = (&'a Shape, LaunchConfig, &'a OwnedInputs);
 /// other, it landed on one row length of a fit: one calibration, taken while
 /// a neighbour shared the core, put rmsnorm's W8 cost per element at
 /// 0.26 ns for 8 accumulators (0.12 on a quiet machine), level with 2 and 4,
-/// and `auto` then ran 2 accumulators, 1.3–1.5× slower than the oracle's 8
-/// on rmsnorm 129x768 and 3x1024 (Intel Xeon, 2 vCPUs, 2026-12-06).
+/// and `auto` then ran 2 accumulators, 1.3–1.5× slower than the oracle's
+/// plans (4 or 8 accumulators) on rmsnorm 129x768 and 3x1024 (Intel Xeon,
+/// 2 vCPUs, 2026-12-06).
 fn fastest_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f64>> {
     let mut prepared = Vec::with_capacity(launches.len());
     for &(shape, c, inputs) in launches {
