@@ -56,24 +56,44 @@ const ATTN_SHAPE: AttnShape = AttnShape {
     dv: 64,
 };
 
-/// µs per call of `f`: the fastest of 7 batches of ≥ `batch_us` each. Other
+/// µs per call of each of `count` workloads: the fastest of 7 interleaved
+/// rounds of one batch each. `batch(i, calls)` times `calls` back-to-back calls
+/// of workload `i` (already warm) and returns µs per call; one call of each
+/// first sizes its batches to about `batch_us` (at most 20 000 calls). Other
 /// work on the machine only ever adds time, so the minimum is the machine's own
-/// cost (a median would calibrate the load of the moment into the model).
+/// cost (a median would calibrate the load of the moment into the model), and
+/// interleaved, a change in the machine's speed lands on every workload alike.
+fn fastest_of_rounds<E>(
+    count: usize,
+    batch_us: f64,
+    mut batch: impl FnMut(usize, usize) -> std::result::Result<f64, E>,
+) -> std::result::Result<Vec<f64>, E> {
+    let mut calls = Vec::with_capacity(count);
+    for i in 0..count {
+        let once = batch(i, 1)?;
+        calls.push(((batch_us / once.max(0.01)).ceil() as usize).clamp(1, 20_000));
+    }
+    let mut best = vec![f64::INFINITY; count];
+    for _ in 0..7 {
+        for (i, best) in best.iter_mut().enumerate() {
+            *best = best.min(batch(i, calls[i])?);
+        }
+    }
+    Ok(best)
+}
+
+/// µs per call of `f`: the fastest of 7 batches of ≥ `batch_us` each, after
+/// one untimed call (see [`fastest_of_rounds`]).
 fn time_us(batch_us: f64, mut f: impl FnMut()) -> f64 {
     f();
-    let t = Instant::now();
-    f();
-    let one = t.elapsed().as_secs_f64() * 1e6;
-    let n = ((batch_us / one.max(0.01)).ceil() as usize).clamp(1, 20_000);
-    (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
-        })
-        .fold(f64::INFINITY, f64::min)
+    let Ok(best) = fastest_of_rounds(1, batch_us, |_, calls| {
+        let t = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        Ok::<f64, std::convert::Infallible>(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    });
+    best[0]
 }
 
 /// One launch [`fastest_on_caller`] times: its shape, geometry and inputs.
@@ -94,23 +114,16 @@ fn fastest_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f6
         let launch = ops::prepare(inputs.view(), shape, b, c, PacketMode::FullPacket)?;
         let mut out = buffer::zeros(ops::output_len(shape));
         launch.run_on_caller(&mut out)?;
+        prepared.push((launch, out));
+    }
+    fastest_of_rounds(prepared.len(), 100.0, |i, calls| {
+        let (launch, out) = &mut prepared[i];
         let t = Instant::now();
-        launch.run_on_caller(&mut out)?;
-        let one = t.elapsed().as_secs_f64() * 1e6;
-        let calls = ((100.0 / one.max(0.01)).ceil() as usize).clamp(1, 20_000);
-        prepared.push((launch, out, calls));
-    }
-    let mut best = vec![f64::INFINITY; prepared.len()];
-    for _ in 0..7 {
-        for ((launch, out, calls), best) in prepared.iter_mut().zip(&mut best) {
-            let t = Instant::now();
-            for _ in 0..*calls {
-                launch.run_on_caller(out)?;
-            }
-            *best = best.min(t.elapsed().as_secs_f64() * 1e6 / *calls as f64);
+        for _ in 0..calls {
+            launch.run_on_caller(out)?;
         }
-    }
-    Ok(best)
+        Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    })
 }
 
 /// Per-element costs for 1, 2, 4 and 8 packet accumulators, with none below
@@ -401,17 +414,9 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
             // batches of about 100 µs, so that a drift of the machine's speed
             // during the calibration lands on every config alike.
             let mut fastest_ns = |configs: &[LaunchConfig]| -> Result<Vec<f64>> {
-                let mut calls = Vec::with_capacity(configs.len());
-                for &c in configs {
-                    let once = measure(c, Grain::Caller, 1)?;
-                    calls.push(((100.0 / once.max(0.01)).ceil() as usize).clamp(1, 20_000));
-                }
-                let mut best = vec![f64::INFINITY; configs.len()];
-                for _ in 0..7 {
-                    for (j, &c) in configs.iter().enumerate() {
-                        best[j] = best[j].min(measure(c, Grain::Caller, calls[j])?);
-                    }
-                }
+                let best = fastest_of_rounds(configs.len(), 100.0, |j, calls| {
+                    measure(configs[j], Grain::Caller, calls)
+                })?;
                 Ok(best
                     .iter()
                     .zip(configs)
