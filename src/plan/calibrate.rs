@@ -130,7 +130,7 @@ fn fastest_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f6
 /// that of more accumulators: a row's elements cost the same instructions at
 /// every count, and more accumulators only shorten the reduction's dependency
 /// chain, so a fit that puts fewer below more measured noise. Unchecked, such
-/// noise decided `auto`'s `local` (see `FEWER_ACCUMULATORS_TOLERANCE`): one
+/// noise decided `auto`'s `local` (see `ACCUMULATORS_TOLERANCE`): one
 /// calibration put layernorm's W8 costs at [0.336, 0.207, 0.223, 0.208] ns, auto
 /// took 2 accumulators on 1024x4096, and they ran 15–35 % slower than 4 there
 /// (1.61–1.69 against 1.39–1.47 ms on one worker). On a quiet machine 2

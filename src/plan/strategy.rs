@@ -190,33 +190,34 @@ pub fn local_is_free(p: &LaunchProfile) -> bool {
     )
 }
 
-/// `auto` keeps launches the model predicts under this many µs on the caller
-/// there: measured here, rmsnorm 17x65 takes 0.7 µs on the caller and 1.2–2.3 µs
-/// as 4 pooled tasks, and refinement's short measurements can still mistake the
-/// pool for the faster plan.
-const CALLER_ONLY_US: f64 = 2.0;
-
-/// Whether a launch whose best plan on the caller is `on_caller` keeps to the
-/// caller's plans (see [`CALLER_ONLY_US`]).
-fn caller_only(on_caller: &Plan) -> bool {
-    on_caller.predicted_us < CALLER_ONLY_US
-}
+/// `auto` keeps a launch on the caller when the model puts it there under
+/// this fraction of the calibrated hot helper arrival
+/// ([`CostModel::helper_arrival_us`]): no hand-off can pay for itself that
+/// soon, and refinement's measurements of such a launch are mostly jitter.
+/// Above it, refinement measures the pool's plans and keeps them only if they
+/// are clearly faster side by side. A fixed 2 µs (set on an Intel Xeon,
+/// where rmsnorm 17x65 took 0.7 µs on the caller and 1.2–2.3 µs as 4 pooled
+/// tasks) kept five seed launches of 1.1–2.5 µs on the caller on an AMD EPYC
+/// whose helpers arrive in 1.1–1.5 µs: masked_softmax, swiglu and
+/// gelu_residual 3x1024, rmsnorm 64x256 and attention 1x4x2x16x32x16x16 ran
+/// 13–35 % slower there than the oracle's pooled plans (2 workers,
+/// 2026-12-06).
+const CALLER_ONLY_ARRIVALS: f64 = 0.5;
 
 /// How much more compute than at the cheapest `local` the model may put on
-/// the `local` that `auto` takes for a row reduction, to take fewer packet
-/// accumulators: the model's resolution between accumulator counts. At 5 %,
-/// set while the graph's softmax calibration mixed two rows (8 accumulators
-/// modelled 1–13 % cheaper than 1, measured 4–7 % dearer), auto ran rmsnorm
-/// at 4 accumulators where the model put 8 about 3–6 % cheaper (768–1538
-/// columns) and the oracle took 8: auto / oracle read 1.051–1.079 on rmsnorm
-/// 3x1024, 129x768 and 257x1538 in two sessions' benches, while fixed plans
-/// timed 8 accumulators 0–2.5 % faster there. Counts the model puts within
-/// 2 % measured within noise: masked_softmax's own kernel and layernorm are
-/// flat across 1–8 and 4–8 accumulators (Intel Xeon, W8, 2026-12-05). Two
-/// accumulators, 20–30 % slower for rmsnorm and layernorm, are modelled far
-/// outside this, as long as noise does not put them below more accumulators:
-/// calibration rules that out (`calibrate::no_cheaper_with_fewer`).
-const FEWER_ACCUMULATORS_TOLERANCE: f64 = 0.02;
+/// the `local` that `auto` takes for a row reduction, to take more packet
+/// accumulators: the model's resolution between accumulator counts. More
+/// accumulators run the same element instructions on shorter dependency
+/// chains (only the final horizontal sums, in the per-row cost, grow), so
+/// where the model cannot tell two counts apart `auto` takes the larger.
+/// Taking the fewer, it ran rmsnorm at 4 accumulators where 8 were 1–5 %
+/// faster (3x1024, 129x768, 257x1538: auto / oracle 1.03–1.06 on an AMD EPYC,
+/// with 4 and 8 level in the calibration; 0–2.5 % on an Intel Xeon), and the
+/// fused masked_softmax at 1 where 2–8 were 8–10 % faster. Counts the model
+/// puts within 2 % measured within noise or favoured the larger: layernorm
+/// 4 against 8 accumulators 0–2 % apart, masked_softmax 2, 4 and 8 within
+/// 1.5 % (AMD EPYC, W8, caller, 2026-12-06).
+const ACCUMULATORS_TOLERANCE: f64 = 0.02;
 
 /// `auto`'s pooled plans give every worker at least this many tasks (every
 /// row its own task when there are fewer rows): a static split ends with
@@ -240,7 +241,7 @@ pub enum InputsFrom {
     /// cores' caches, which the model of the launch alone does not see, so
     /// refinement measures the pool's plans too (in the graph, after the
     /// launches that write its inputs), even for a launch the model puts under
-    /// `CALLER_ONLY_US` on the caller.
+    /// half a hot helper's arrival on the caller.
     Pool,
 }
 
@@ -489,9 +490,16 @@ impl Planner {
         v
     }
 
+    /// Whether a launch whose best plan on the caller is `on_caller` keeps to
+    /// the caller's plans: the model puts it under [`CALLER_ONLY_ARRIVALS`]
+    /// of a hot helper's arrival there.
+    fn caller_only(&self, on_caller: &Plan) -> bool {
+        on_caller.predicted_us < CALLER_ONLY_ARRIVALS * self.model.helper_arrival_us
+    }
+
     /// The whole launch `p` on the caller at the `local` that `auto` uses: the
-    /// one with the fewest packet accumulators among those whose compute the
-    /// model puts within [`FEWER_ACCUMULATORS_TOLERANCE`] of the cheapest,
+    /// one with the most packet accumulators among those whose compute the
+    /// model puts within [`ACCUMULATORS_TOLERANCE`] of the cheapest,
     /// whatever the pool. (The launch's memory traffic is the same at every
     /// `local`: compared in the total, which a memory-bound launch flattens,
     /// rmsnorm's 2 accumulators, 40 % dearer in compute, came within 5 % of its
@@ -513,9 +521,10 @@ impl Planner {
             .map(|local| (local, compute(local)))
             .collect();
         let cheapest = by_local.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-        let near = cheapest * (1.0 + FEWER_ACCUMULATORS_TOLERANCE);
+        let near = cheapest * (1.0 + ACCUMULATORS_TOLERANCE);
         let local = by_local
             .iter()
+            .rev()
             .find(|x| x.1 <= near)
             .map_or(by_local[0].0, |x| x.0);
         self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)
@@ -524,14 +533,14 @@ impl Planner {
     /// The joint space at `auto`'s local (see [`Planner::auto_on_caller`]):
     /// block × grain — or local × block × grain where no output bit depends on
     /// `local` ([`local_is_free`]); only the caller's plans for a launch the
-    /// model puts under [`CALLER_ONLY_US`] on the caller, where no hand-off to
-    /// a helper can pay for itself; and of the pool's plans, those with
+    /// model puts under [`CALLER_ONLY_ARRIVALS`] of a helper's arrival on the
+    /// caller ([`Planner::caller_only`]); and of the pool's plans, those with
     /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per row).
     fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let local = whole.config.local;
         let free = local_is_free(p);
-        let tiny = caller_only(&whole);
+        let tiny = self.caller_only(&whole);
         let balanced = |x: &Plan| {
             let groups = p.groups(x.config.block);
             let (tasks, _) = task_split(groups, x.grain, self.workers);
@@ -608,12 +617,12 @@ impl Planner {
     /// The alternatives refinement measures: the model's choice first, then the
     /// model's next best distinct plans and the neighbours of its choice (block
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
-    /// A launch the model puts under `CALLER_ONLY_US` on the caller keeps to
-    /// the caller's plans here too, as in `Planner::auto_space`, unless its
-    /// inputs come from the pool.
+    /// A launch the model puts under half a hot helper's arrival on the caller
+    /// keeps to the caller's plans here too, as in `Planner::auto_space`,
+    /// unless its inputs come from the pool.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
         let mut out = self.refinement_neighbourhood(p);
-        if inputs == InputsFrom::Caller && caller_only(&self.auto_on_caller(p)) {
+        if inputs == InputsFrom::Caller && self.caller_only(&self.auto_on_caller(p)) {
             out.retain(|x| x.grain == Grain::Caller);
         }
         out
@@ -790,32 +799,44 @@ mod tests {
     }
 
     /// Refinement measures only the caller's plans of a launch the model puts
-    /// under `CALLER_ONLY_US` there, and still offers the pool to large ones,
-    /// and to any launch whose inputs come from the pool.
+    /// under half a helper's arrival there, and still offers the pool to
+    /// larger ones, and to any launch whose inputs come from the pool; slower
+    /// helpers keep more launches on the caller.
     #[test]
     fn refinement_keeps_tiny_launches_on_the_caller() {
-        let p = Planner::new(Backend::best(8), 2);
-        let mut tiny = 0;
-        for (op, shape) in seed_cases() {
-            let profile = LaunchProfile::for_op(op, &shape).unwrap();
-            let cands = p.refinement_candidates(&profile, InputsFrom::Caller);
-            assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
-            let pooled = |c: &[Plan]| c.iter().any(|x| x.grain != Grain::Caller);
-            if caller_only(&p.auto_on_caller(&profile)) {
-                tiny += 1;
-                assert!(!pooled(&cands), "{op} {shape}: {cands:?}");
-            } else {
-                assert!(pooled(&cands), "{op} {shape}: {cands:?}");
+        let tiny_with = |helper_arrival_us: f64| {
+            let model = CostModel {
+                helper_arrival_us,
+                ..CostModel::default()
+            };
+            let p = Planner::with_model(Backend::best(8), 2, model);
+            let mut tiny = 0;
+            for (op, shape) in seed_cases() {
+                let profile = LaunchProfile::for_op(op, &shape).unwrap();
+                let cands = p.refinement_candidates(&profile, InputsFrom::Caller);
+                assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
+                let pooled = |c: &[Plan]| c.iter().any(|x| x.grain != Grain::Caller);
+                let on_caller = p.auto_on_caller(&profile).predicted_us;
+                if p.caller_only(&p.auto_on_caller(&profile)) {
+                    assert!(on_caller < 0.5 * helper_arrival_us, "{op} {shape}");
+                    tiny += 1;
+                    assert!(!pooled(&cands), "{op} {shape}: {cands:?}");
+                } else {
+                    assert!(pooled(&cands), "{op} {shape}: {cands:?}");
+                }
+                let after_pool = p.refinement_candidates(&profile, InputsFrom::Pool);
+                assert_eq!(after_pool[0], cands[0], "{op} {shape}");
+                if profile.groups(1) > 1 {
+                    assert!(pooled(&after_pool), "{op} {shape}: {after_pool:?}");
+                }
             }
-            let after_pool = p.refinement_candidates(&profile, InputsFrom::Pool);
-            assert_eq!(after_pool[0], cands[0], "{op} {shape}");
-            if profile.groups(1) > 1 {
-                assert!(pooled(&after_pool), "{op} {shape}: {after_pool:?}");
-            }
-        }
+            tiny
+        };
+        let (fast, slow) = (tiny_with(0.5), tiny_with(4.0));
+        assert!(slow > 0, "no seed row is under 2 µs on the caller");
         assert!(
-            tiny > 0,
-            "no seed row is under CALLER_ONLY_US on the caller"
+            slow > fast,
+            "{slow} launches kept on the caller, {fast} with faster helpers"
         );
     }
 
@@ -842,11 +863,11 @@ mod tests {
         }
     }
 
-    /// A row reduction's `local` under `auto`: the fewest accumulators whose
-    /// compute the model puts within `FEWER_ACCUMULATORS_TOLERANCE` of the
+    /// A row reduction's `local` under `auto`: the most accumulators whose
+    /// compute the model puts within `ACCUMULATORS_TOLERANCE` of the
     /// cheapest on the caller.
     #[test]
-    fn auto_takes_fewer_accumulators_within_the_tolerance() {
+    fn auto_takes_more_accumulators_within_the_tolerance() {
         let shape = Shape::rows(64, 1024);
         let profile = LaunchProfile::for_op(Op::MaskedSoftmax, &shape).unwrap();
         let b = Backend::best(8);
@@ -863,12 +884,12 @@ mod tests {
             Planner::with_model(b, 2, model)
         };
         // 1, 2, 4 and 8 accumulators: locals W, 2W, 4W and the row.
-        let near = |x: f64| 1.0 + x * FEWER_ACCUMULATORS_TOLERANCE;
+        let near = |x: f64| 1.0 + x * ACCUMULATORS_TOLERANCE;
         for (elem_ns, local) in [
-            ([near(0.8), near(0.5), near(0.2), 1.0], w),
-            ([1.3, near(0.8), near(0.2), 1.0], 2 * w),
-            ([1.3, near(2.0), near(1.5), 1.0], 1024),
-            ([1.0, near(0.5), near(1.0), near(1.5)], w),
+            ([near(0.8), near(0.5), near(0.2), 1.0], 1024),
+            ([1.0, near(0.5), near(0.8), near(1.5)], 4 * w),
+            ([1.0, near(0.5), near(1.5), near(2.0)], 2 * w),
+            ([1.0, near(1.5), near(2.0), near(3.0)], w),
         ] {
             let chosen = planner(elem_ns).auto_on_caller(&profile);
             assert_eq!(chosen.config.local, local, "{elem_ns:?}");
