@@ -1,11 +1,12 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
-//! warm-up, then rounds of interleaved timing with the candidate order rotated.
+//! warm-up, then rounds of interleaved timing (each candidate's calls in turns
+//! of at most 10) with the candidate order rotated.
 
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
     SectionResult,
 };
-use super::stats::{paired_ratios, rotation, summarize, table_time};
+use super::stats::{paired_ratios, rotation, summarize, table_time, turns};
 use super::{Planner, Strategy};
 use crate::bench::suites::Suite;
 use crate::bench::timing::{median, time_calls};
@@ -525,22 +526,29 @@ impl Harness {
             }
         }
 
-        // Rounds: every candidate N calls, interleaved, order rotated per round.
+        // Rounds: every candidate N calls, in turns of at most `TURN_CALLS`,
+        // the candidates' order rotated per round.
         let mut p50s: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.rounds); names.len()];
+        let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.reps); names.len()];
         for round in 0..self.cfg.rounds {
-            for j in rotation(active.len(), round) {
-                let i = active[j];
-                let plans = prepared[i].expect("active");
-                let mut failure = None;
-                let times = time_calls(0, self.cfg.reps, || {
-                    if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
-                        failure = Some(e);
+            times.iter_mut().for_each(Vec::clear);
+            for calls in turns(self.cfg.reps, TURN_CALLS) {
+                for j in rotation(active.len(), round) {
+                    let i = active[j];
+                    let plans = prepared[i].expect("active");
+                    let mut failure = None;
+                    times[i].extend(time_calls(0, calls, || {
+                        if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
+                            failure = Some(e);
+                        }
+                    }));
+                    if let Some(e) = failure {
+                        return Err(e);
                     }
-                });
-                if let Some(e) = failure {
-                    return Err(e);
                 }
-                p50s[i].push(median(&times));
+            }
+            for &i in &active {
+                p50s[i].push(median(&times[i]));
             }
             progress(Progress {
                 section: &spec.name,
@@ -657,6 +665,17 @@ impl Harness {
         })
     }
 }
+
+/// The calls a candidate makes in one turn of a round before the next
+/// candidate's turn: a round's N calls per candidate are taken in turns, so a
+/// change in the machine's speed during the round lands on every candidate
+/// alike. Each candidate running its N calls in one go, large rows' paired
+/// ratios spread over 0.63–1.68 between the rounds of one run for two
+/// identical plans (4096x1024, 50 calls of 0.5–0.7 ms, AMD EPYC, 2 vCPUs,
+/// 2026-12-06). A turn's first call may find the caches as another plan left
+/// them; in turns of 10 it is one call in 10, which the round's median hardly
+/// sees.
+const TURN_CALLS: usize = 10;
 
 /// One geometry and grain per launch of a graph.
 type GraphPlan = Vec<(LaunchConfig, Grain)>;

@@ -2,7 +2,8 @@
 //!
 //! - [`harness`]: rounds and statistics — inputs once per row, a verification
 //!   launch per candidate against the f64 reference, warm-up, then R rounds of N
-//!   interleaved calls per candidate with the order rotated every round.
+//!   calls per candidate, interleaved in turns of up to 10 calls, with the order
+//!   rotated every round.
 //! - [`stats`]: per-round p50s, their median, paired ratios and their range.
 //! - [`model`]: the report's data (the JSON contract).
 //! - [`markdown`], [`json`], [`csv`], [`plot`]: the writers; [`lang`]: the words, en/zh.

@@ -48,9 +48,34 @@ pub fn rotation(n: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |j| (j + round) % n.max(1))
 }
 
+/// The calls of each turn when a round's `reps` calls per candidate are taken
+/// in turns of at most `per_turn` (at least 1): full turns, then the rest.
+pub fn turns(reps: usize, per_turn: usize) -> impl Iterator<Item = usize> {
+    let per_turn = per_turn.max(1);
+    (0..reps.div_ceil(per_turn)).map(move |t| per_turn.min(reps - t * per_turn))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn turns_share_out_every_call_of_a_round() {
+        for (reps, per_turn, want) in [
+            (50, 10, vec![10, 10, 10, 10, 10]),
+            (25, 10, vec![10, 10, 5]),
+            (7, 10, vec![7]),
+            (3, 1, vec![1, 1, 1]),
+            (4, 0, vec![1, 1, 1, 1]),
+            (0, 10, vec![]),
+        ] {
+            assert_eq!(
+                turns(reps, per_turn).collect::<Vec<_>>(),
+                want,
+                "{reps} by {per_turn}"
+            );
+        }
+    }
 
     #[test]
     fn paired_ratio_is_per_round_not_ratio_of_medians() {
