@@ -675,7 +675,7 @@ impl Harness {
 /// 2026-12-06). A turn's first call may find the caches as another plan left
 /// them; in turns of 10 it is one call in 10, which the round's median hardly
 /// sees.
-const TURN_CALLS: usize = 10;
+pub(crate) const TURN_CALLS: usize = 10;
 
 /// One geometry and grain per launch of a graph.
 type GraphPlan = Vec<(LaunchConfig, Grain)>;

@@ -3,6 +3,7 @@
 //! The Chinese strings reproduce the seed report (../shared/seed/) verbatim
 //! where the seed has them: title, settings sentence, captions, column names.
 
+use super::harness::TURN_CALLS;
 use super::model::{Meta, SectionResult};
 
 /// Language of the report's captions and column names.
@@ -76,13 +77,14 @@ impl Lang {
         match self {
             Lang::En => format!(
                 "Workers granted: {} of {} requested ({} cores). {} rounds × {} calls per \
-                 candidate per row, candidates interleaved in turns of up to 10 calls with the \
+                 candidate per row, candidates interleaved in turns of up to {} calls with the \
                  order rotated every round, after {} warm-up calls. Backend {}; CPU: {}; ISA: {}.",
                 m.workers_granted,
                 m.workers_requested,
                 m.cores,
                 m.rounds,
                 m.reps,
+                TURN_CALLS,
                 m.warmup,
                 m.backend,
                 m.cpu,
@@ -90,12 +92,13 @@ impl Lang {
             ),
             Lang::Zh => format!(
                 "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 次调用，\
-                 候选以每次最多 10 次调用交替执行、每轮轮换顺序，计时前预热 {} 次。后端 {}；CPU：{}；ISA：{}。",
+                 候选以每次最多 {} 次调用交替执行、每轮轮换顺序，计时前预热 {} 次。后端 {}；CPU：{}；ISA：{}。",
                 m.workers_granted,
                 m.workers_requested,
                 m.cores,
                 m.rounds,
                 m.reps,
+                TURN_CALLS,
                 m.warmup,
                 m.backend,
                 m.cpu,
