@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::ops::LaunchConfig;
 use crate::pool::Grain;
 
-/// Times `calls` back-to-back calls of a launch with this geometry and grain and
-/// returns µs per call (the callee may use a median of its own).
+/// Times `calls` calls of a launch with this geometry and grain and returns
+/// µs per call (the runtime's is the median of the calls, each timed alone).
 pub type Measure<'a> = dyn FnMut(LaunchConfig, Grain, usize) -> Result<f64> + 'a;
 
 /// A candidate launch.
