@@ -675,10 +675,12 @@ impl Planner {
                 );
             }
         }
-        // Parallel shapes the model may underrate: about 2, 4, … 32 groups per
-        // worker, legacy chunks and single-group tasks.
+        // Parallel shapes the model may underrate: about 1, 2, 4, … 32 groups
+        // per worker, legacy chunks and single-group tasks. (One group per
+        // worker was the oracle's plan for fused 3x1024 rows, which the model
+        // puts on the caller.)
         let per_seg = (rows as f64).max(1.0);
-        for per_worker in [2usize, 4, 8, 16, 32] {
+        for per_worker in [1usize, 2, 4, 8, 16, 32] {
             let want = (per_worker * self.workers) as f64 / p.segments() as f64;
             let block = ((per_seg / want).ceil() as usize).clamp(1, rows);
             if p.groups(block) < 2 {
