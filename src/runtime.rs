@@ -29,11 +29,11 @@ use crate::plan::calibrate::{self, ModelSource};
 use crate::plan::search::Measure;
 use crate::plan::{InputsFrom, LaunchProfile, Plan, Planner, Strategy, tuning::TuningTable};
 use crate::pool::{Grain, LaunchStats, Pool, PoolConfig};
-use crate::simt::{GroupFn, PacketMode, Tiling};
+use crate::simt::PacketMode;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How to build a [`Runtime`].
 #[derive(Clone, Debug)]
@@ -237,9 +237,9 @@ impl Runtime {
             .launch(launch.tiling(), grain, out, &|g, o| launch.run_group(g, o))
     }
 
-    /// Times `calls` launches of `inputs` with `config` and `grain` into `out`,
-    /// one by one; their median µs. (The measurement behind refinement and the
-    /// oracle.)
+    /// Times `calls` calls that prepare and launch `inputs` with `config` and
+    /// `grain` into `out`, one by one; their median µs. (The measurement behind
+    /// refinement and the oracle, as the bench times a call.)
     pub fn time_launch(
         &self,
         inputs: OpInputs<'_>,
@@ -249,44 +249,10 @@ impl Runtime {
         grain: Grain,
         calls: usize,
     ) -> Result<f64> {
-        let launch = self.prepare(inputs, shape, config)?;
-        self.time_launches(launch.tiling(), grain, out, calls, &|g, o| {
-            launch.run_group(g, o)
+        median_call_us(calls, || match self.prepare(inputs, shape, config) {
+            Ok(ref launch) => self.launch(launch, grain, out),
+            Err(e) => Err(e),
         })
-    }
-
-    /// The median µs of `calls` (at least one) pool launches of `group` over
-    /// `tiling` with `grain`, each timed alone, after one untimed launch.
-    ///
-    /// The untimed launch wakes helpers that parked while the previous candidate
-    /// ran (a caller-only one leaves them idle) and warms the caches: without it a
-    /// one-call measurement of a pool grain (refinement measures launches of tens
-    /// of µs one or two calls at a time) includes the helpers' wake-up.
-    ///
-    /// Each launch is timed alone, and the median kept, because that is what
-    /// the bench reports (the p50 of calls timed one by one). The mean of a
-    /// batch of back-to-back launches favoured plans that lean on a helper
-    /// kept spinning by the previous launch: on an AMD EPYC it timed fused
-    /// swiglu 3x1024 in single-row tasks 11 % faster than the caller's plan,
-    /// where one by one it was 2 % faster, and refinement kept those tasks
-    /// although the oracle's two-row tasks ran 14 % faster in the bench.
-    fn time_launches(
-        &self,
-        tiling: &Tiling,
-        grain: Grain,
-        out: &mut [f32],
-        calls: usize,
-        group: &GroupFn<'_>,
-    ) -> Result<f64> {
-        let calls = calls.max(1);
-        self.pool.launch(tiling, grain, out, group)?;
-        let mut times = Vec::with_capacity(calls);
-        for _ in 0..calls {
-            let t = Instant::now();
-            self.pool.launch(tiling, grain, out, group)?;
-            times.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-        Ok(crate::bench::timing::median(&times))
     }
 
     /// The plan `strategy` gives one launch described by `profile`, whose
@@ -424,9 +390,13 @@ impl Runtime {
         let bound = OpInputs::bind(op, inputs);
         let prepare = |c| ops::prepare_checked(bound, &shape, self.backend, c, self.mode);
         let (config, grain) = {
-            let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
-                let l = prepare(c)?;
-                self.time_launches(l.tiling(), g, out, n, &|k, o| l.run_group(k, o))
+            let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
+                median_call_us(n, || match prepare(c) {
+                    Ok(ref l) => self
+                        .pool
+                        .launch(l.tiling(), g, out, &|k, o| l.run_group(k, o)),
+                    Err(e) => Err(e),
+                })
             };
             plan_node(graph, 0, &[], planning, &mut measure)?
         };
@@ -462,13 +432,11 @@ impl Runtime {
             let tensor = |t| no_intermediates.tensor(graph, inputs, t);
             let prepare = |c| NodeLaunch::prepare(graph, 0, &tensor, self.backend, c, self.mode);
             let plan = {
-                let mut measure = |c: LaunchConfig, g: Grain, n: usize| -> Result<f64> {
-                    match prepare(c) {
-                        Ok(ref l) => {
-                            self.time_launches(l.tiling(), g, out, n, &|k, o| l.run_group(k, o))
-                        }
+                let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
+                    median_call_us(n, || match prepare(c) {
+                        Ok(ref l) => self.launch_plainly(l, g, out),
                         Err(e) => Err(e),
-                    }
+                    })
                 };
                 plan_node(graph, 0, &[], planning, &mut measure)?
             };
@@ -547,10 +515,11 @@ impl Runtime {
         result
     }
 
-    /// µs per call of launch `i` of `b.graph` with `candidate`, measured where
-    /// the graph runs it: each of `calls` (at least one) timed launches, and one
-    /// untimed before them, follows a rerun of the launches that write its inputs
-    /// (with their plans in `chosen`). Timed back to back instead, a launch
+    /// The median µs of launch `i` of `b.graph` with `candidate` (prepared and
+    /// launched, as a call does), measured where the graph runs it: each of
+    /// `calls` (at least one) timed launches, and one untimed before them,
+    /// follows a rerun of the launches that write its inputs (with their plans
+    /// in `chosen`). Timed back to back instead, a launch
     /// would find its inputs where its own last call read them, not where their
     /// producer's workers wrote them. Measured here (Intel Xeon, 2 workers),
     /// gelu_residual 64x256 unfused took 8.1 µs with its `add` pooled like its
@@ -566,23 +535,22 @@ impl Runtime {
     ) -> Result<f64> {
         let graph = b.graph;
         let calls = calls.max(1);
-        let mut total = Duration::ZERO;
+        let mut times = Vec::with_capacity(calls);
         for call in 0..=calls {
             for j in (0..i).filter(|&j| graph.feeds(j, i)) {
                 self.run_node(b.reborrow(), j, chosen[j], &mut |l, g, dst| {
                     self.launch_plainly(l, g, dst)
                 })?;
             }
+            let t = Instant::now();
             self.run_node(b.reborrow(), i, candidate, &mut |l, g, dst| {
-                let t = Instant::now();
-                let stats = self.launch_plainly(l, g, dst);
-                if call > 0 {
-                    total += t.elapsed();
-                }
-                stats
+                self.launch_plainly(l, g, dst)
             })?;
+            if call > 0 {
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
         }
-        Ok(total.as_secs_f64() * 1e6 / calls as f64)
+        Ok(crate::bench::timing::median(&times))
     }
 
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
@@ -670,6 +638,35 @@ fn plan_node(
             choose(i, &profile, inputs, measure)
         }
     }
+}
+
+/// The median µs of `calls` (at least one) calls of `call` (a launch, prepared
+/// as a call prepares it), each timed alone, after one untimed call.
+///
+/// The untimed call wakes helpers that parked while the previous candidate
+/// ran (a caller-only one leaves them idle) and warms the caches: without it a
+/// one-call measurement of a pool grain (refinement measures launches of tens
+/// of µs one or two calls at a time) includes the helpers' wake-up.
+///
+/// This is how the bench times a call (the p50 of calls timed one by one,
+/// each preparing its launch). Timed otherwise, plans compared differently
+/// here, on an AMD EPYC: the mean of a batch of back-to-back launches put
+/// fused swiglu 3x1024 in single-row tasks 11 % ahead of the caller's plan,
+/// where one by one it was 2 % ahead; and launches timed one by one without
+/// their preparation rated two-group plans of fused swiglu and layernorm 17x66
+/// at 0.74–0.78 of the caller's plan where, prepared as in the bench, they
+/// read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a phase of
+/// the host when helpers arrived late).
+fn median_call_us(calls: usize, mut call: impl FnMut() -> Result<LaunchStats>) -> Result<f64> {
+    let calls = calls.max(1);
+    call()?;
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        call()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(crate::bench::timing::median(&times))
 }
 
 /// Checks that there is one plan per launch.
