@@ -519,9 +519,9 @@ impl Runtime {
     /// launched, as a call does), measured where the graph runs it: each of
     /// `calls` (at least one) timed launches, and one untimed before them,
     /// follows a rerun of the launches that write its inputs (with their plans
-    /// in `chosen`). Timed back to back instead, a launch
-    /// would find its inputs where its own last call read them, not where their
-    /// producer's workers wrote them. Measured here (Intel Xeon, 2 workers),
+    /// in `chosen`). Timed back to back instead, a launch would find its
+    /// inputs where its own last call read them, not where their producer's
+    /// workers wrote them. Measured here (Intel Xeon, 2 workers),
     /// gelu_residual 64x256 unfused took 8.1 µs with its `add` pooled like its
     /// `gelu`, and 10.7 µs with the `add` on the caller, where `auto` had kept
     /// it (see [`InputsFrom::Pool`]).
