@@ -21,6 +21,7 @@
 //! # Ok::<(), taskgrain::Error>(())
 //! ```
 
+use crate::bench::timing::{median, time_calls};
 use crate::error::{Error, Result};
 use crate::graph::{self, Graph, exec::Arena, exec::Executor, exec::NodeLaunch};
 use crate::ops::{self, LaunchConfig, Op, OpInputs, Prepared, Shape};
@@ -550,7 +551,7 @@ impl Runtime {
                 times.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
-        Ok(crate::bench::timing::median(&times))
+        Ok(median(&times))
     }
 
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
@@ -658,15 +659,16 @@ fn plan_node(
 /// read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a phase of
 /// the host when helpers arrived late).
 fn median_call_us(calls: usize, mut call: impl FnMut() -> Result<LaunchStats>) -> Result<f64> {
-    let calls = calls.max(1);
-    call()?;
-    let mut times = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        let t = Instant::now();
-        call()?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+    let mut failure = None;
+    let times = time_calls(1, calls.max(1), || {
+        if let Err(e) = call() {
+            failure.get_or_insert(e);
+        }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(median(&times)),
     }
-    Ok(crate::bench::timing::median(&times))
 }
 
 /// Checks that there is one plan per launch.
