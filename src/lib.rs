@@ -9,6 +9,7 @@
 //! - [`runtime`]: the value a caller owns: a pool, a backend, the packet mode.
 //! - [`plan`]: which geometry and grain a launch gets.
 //! - [`bench`](mod@bench): timing, suites, roofline, dispatch latency.
+//! - [`stats`]: the median and quantile of measured samples, shared by all of them.
 
 pub mod bench;
 pub mod buffer;
@@ -21,5 +22,6 @@ pub mod plan;
 pub mod pool;
 pub mod runtime;
 pub mod simt;
+pub mod stats;
 
 pub use error::{Error, Result};

@@ -1,6 +1,9 @@
-//! Timing primitives: timed calls, medians and percentiles.
+//! Timing primitives: timed calls, and the medians and quantiles of their
+//! times (from [`crate::stats`]).
 
 use std::time::Instant;
+
+pub use crate::stats::{median, quantile};
 
 /// Times `reps` calls of `f` after `warmup` untimed calls; returns each call's µs.
 pub fn time_calls(warmup: usize, reps: usize, mut f: impl FnMut()) -> Vec<f64> {
@@ -41,32 +44,6 @@ pub fn time_samples(
         .collect()
 }
 
-/// The `q`-quantile (0..=1) of `v` by the nearest-rank rule; NaN for an empty slice.
-pub fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1]
-}
-
-/// The median of `v` (the mean of the two middle values for an even count).
-pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
-}
-
 /// Chooses calls per timing so one timed batch lasts at least `min_us` given a
 /// single call of `single_us`; at least 1.
 pub fn calls_for(single_us: f64, min_us: f64) -> usize {
@@ -79,17 +56,6 @@ pub fn calls_for(single_us: f64, min_us: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn medians_and_quantiles() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(
-            quantile(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 0.9),
-            9.0
-        );
-        assert!(median(&[]).is_nan());
-    }
 
     #[test]
     fn samples_time_their_calls_back_to_back() {

@@ -41,6 +41,7 @@ use crate::packet::Backend;
 use crate::pool::{CallerPin, Grain, Pool, PoolConfig};
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::{PacketMode, Tiling};
+use crate::stats::median;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -210,7 +211,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
     let inputs = OwnedInputs::generate(Op::Attention, shape, 1)?;
     let local = ops::attention::local_for(&a, w);
     let mut attn = [0.0; 5];
-    let pg = median(&mut per_group).expect("one per row operator");
+    let pg = median(&per_group);
     let launches: Vec<CallerLaunch<'_>> = ATTN_BLOCKS
         .iter()
         .map(|&block| (&shape, LaunchConfig { local, block }, &inputs))
@@ -481,9 +482,9 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
     if let Some(by_a) = softmax {
         cost.softmax_elem_ns = by_a;
     }
-    for (slot, v) in cost.attn_flop_ns.iter_mut().zip(&mut attn) {
-        if let Some(x) = median(v) {
-            *slot = x.max(1e-5);
+    for (slot, v) in cost.attn_flop_ns.iter_mut().zip(&attn) {
+        if !v.is_empty() {
+            *slot = median(v).max(1e-5);
         }
     }
     Ok(cost)
@@ -515,12 +516,6 @@ fn fit_map(points: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
     } else {
         (0.0, (yz / yy).max(0.0))
     })
-}
-
-/// The median of `v` (reordered), `None` if empty.
-fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    (!v.is_empty()).then(|| v[v.len() / 2])
 }
 
 /// Cache sizes from sysfs: (L2 per core, LLC), when known.
@@ -587,7 +582,7 @@ pub fn calibrate() -> Result<Calibration> {
         widths.push(wc);
         groups.push(pg);
     }
-    m.per_group_us = median(&mut groups).unwrap_or(m.per_group_us);
+    m.per_group_us = median(&groups);
     m.widths = widths;
     let (caller, pooled, per_task, hot, cold) = calibrate_pool(&pool)?;
     m.caller_launch_us = caller;

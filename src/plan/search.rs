@@ -9,6 +9,7 @@ use super::profile::{LaunchProfile, Work};
 use crate::error::Result;
 use crate::ops::LaunchConfig;
 use crate::pool::Grain;
+use crate::stats::median;
 
 /// Times `calls` calls of a launch with this geometry and grain and returns
 /// µs per call (the runtime's is the median of the calls, each timed alone).
@@ -104,18 +105,7 @@ fn rounds(
             times[i].push(measure(c, g, calls)?);
         }
     }
-    Ok(times.iter_mut().map(|t| median(t)).collect())
-}
-
-/// The median of `v` (sorts it); `v` must not be empty.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
+    Ok(times.iter().map(|t| median(t)).collect())
 }
 
 /// The result of a measured search.
@@ -224,16 +214,16 @@ pub fn refine(cands: &[Candidate], predicted: &[f64], measure: &mut Measure<'_>)
         }
     }
     let best = (0..finalists.len())
-        .map(|k| (k, median(&mut ratios[k])))
+        .map(|k| (k, median(&ratios[k])))
         .min_by(|a, b| a.1.total_cmp(&b.1));
     let (pick, measured_us) = match best {
         Some((k, ratio)) if ratio < REFINE_MARGIN => {
             let i = finalists[k];
-            let model_us = median(&mut model);
+            let model_us = median(&model);
             (i, model_us * ratio)
         }
         _ if model.is_empty() => (0, screened[0]),
-        _ => (0, median(&mut model)),
+        _ => (0, median(&model)),
     };
     Ok(Found {
         candidate: cands[pick],
