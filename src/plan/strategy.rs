@@ -530,14 +530,14 @@ impl Planner {
         self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)
     }
 
-    /// The joint space at `auto`'s local (see [`Planner::auto_on_caller`]):
-    /// block × grain — or local × block × grain where no output bit depends on
-    /// `local` ([`local_is_free`]); only the caller's plans for a launch the
-    /// model puts under [`CALLER_ONLY_ARRIVALS`] of a helper's arrival on the
-    /// caller ([`Planner::caller_only`]); and of the pool's plans, those with
+    /// The joint space at `auto`'s local (that of `whole`, the launch's
+    /// [`Planner::auto_on_caller`] plan): block × grain — or local × block ×
+    /// grain where no output bit depends on `local` ([`local_is_free`]); only
+    /// the caller's plans for a launch the model puts under
+    /// [`CALLER_ONLY_ARRIVALS`] of a helper's arrival on the caller
+    /// ([`Planner::caller_only`]); and of the pool's plans, those with
     /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per row).
-    fn auto_space(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let whole = self.auto_on_caller(p);
+    fn auto_space(&self, p: &LaunchProfile, whole: Plan) -> Vec<Plan> {
         let local = whole.config.local;
         let free = local_is_free(p);
         let tiny = self.caller_only(&whole);
@@ -560,7 +560,7 @@ impl Planner {
 
     /// `auto`'s model choice before (or without) refinement.
     fn auto_plan(&self, p: &LaunchProfile) -> Plan {
-        Self::best(self.auto_space(p))
+        Self::best(self.auto_space(p, self.auto_on_caller(p)))
     }
 
     fn joint_all(&self, p: &LaunchProfile) -> Plan {
@@ -621,16 +621,18 @@ impl Planner {
     /// keeps to the caller's plans here too, as in `Planner::auto_space`,
     /// unless its inputs come from the pool.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
-        let mut out = self.refinement_neighbourhood(p);
-        if inputs == InputsFrom::Caller && self.caller_only(&self.auto_on_caller(p)) {
+        let whole = self.auto_on_caller(p);
+        let mut out = self.refinement_neighbourhood(p, whole);
+        if inputs == InputsFrom::Caller && self.caller_only(&whole) {
             out.retain(|x| x.grain == Grain::Caller);
         }
         out
     }
 
-    /// [`Planner::refinement_candidates`] before the caller-only filter.
-    fn refinement_neighbourhood(&self, p: &LaunchProfile) -> Vec<Plan> {
-        let mut space = self.auto_space(p);
+    /// [`Planner::refinement_candidates`] before the caller-only filter
+    /// (`whole` is the launch's [`Planner::auto_on_caller`] plan).
+    fn refinement_neighbourhood(&self, p: &LaunchProfile, whole: Plan) -> Vec<Plan> {
+        let mut space = self.auto_space(p, whole);
         // A stable sort: the first is `auto_plan`'s choice (the first minimum).
         space.sort_by(|a, b| a.predicted_us.total_cmp(&b.predicted_us));
         let first = space[0];
