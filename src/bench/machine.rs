@@ -1,17 +1,7 @@
 //! What machine a measurement ran on: CPU model and SIMD features.
 
-/// The CPU's model name, from /proc/cpuinfo where there is one.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
-}
+/// The CPU's model name (the one the planner's caches record).
+pub use crate::plan::cache::cpu_model;
 
 /// The SIMD features taskgrain cares about that this CPU reports.
 pub fn isa_features() -> Vec<&'static str> {

@@ -18,11 +18,6 @@ struct Info {
 
 pub use crate::bench::machine::{cpu_model, isa_features};
 
-/// Logical cores available to this process.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 pub(super) fn run(json: bool) -> Result<Outcome, Error> {
     let info = Info {
         cpu: cpu_model(),
@@ -31,7 +26,7 @@ pub(super) fn run(json: bool) -> Result<Outcome, Error> {
         widths: Backend::available_widths(),
         backends: Backend::all_native().iter().map(|b| b.name()).collect(),
         default_width: Backend::best(16).width(),
-        cores: cores(),
+        cores: crate::pool::available_cores(),
     };
     if json {
         println!(
