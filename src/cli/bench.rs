@@ -60,6 +60,15 @@ enum LangArg {
     Zh,
 }
 
+impl From<LangArg> for Lang {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::En => Lang::En,
+            LangArg::Zh => Lang::Zh,
+        }
+    }
+}
+
 /// The report's options (plain `taskgrain bench`).
 #[derive(Debug, Args)]
 struct ReportArgs {
@@ -155,10 +164,7 @@ fn run_report(a: ReportArgs) -> Result<Outcome> {
     bar.finish_and_clear();
     let report = report?;
 
-    let lang = match a.lang {
-        LangArg::En => Lang::En,
-        LangArg::Zh => Lang::Zh,
-    };
+    let lang = Lang::from(a.lang);
     let format = match a.format {
         FormatArg::Md => Format::Md,
         FormatArg::Json => Format::Json,
@@ -297,10 +303,7 @@ fn peers(a: PeersArgs) -> Result<Outcome> {
     });
     bar.finish_and_clear();
     let r = r?;
-    let lang = match a.lang {
-        LangArg::En => Lang::En,
-        LangArg::Zh => Lang::Zh,
-    };
+    let lang = Lang::from(a.lang);
     let text = match a.format {
         FormatArg::Md => table::markdown(&r, lang),
         FormatArg::Json => table::json(&r),
