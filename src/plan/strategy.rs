@@ -507,12 +507,12 @@ impl Planner {
     /// depends on `local`, so fixing it per shape keeps `auto`'s output bytes
     /// the same for every worker count and grain; only `block` and the grain
     /// adapt to the pool. Nor does `local` follow a measurement, whose winner
-    /// can change with the host's phase: rmsnorm 4096x1024 (streamed, W8) ran
-    /// 5–7.5 % faster on the caller at 4 accumulators than at 8 in one half
-    /// hour and 3–5 % slower in the next, with the same binary; on 2 workers
-    /// the oracle's plans at 4 accumulators ran 7–8.5 % faster than `auto`'s
-    /// at 8 where the launch took 330–370 µs, and the two locals were level
-    /// where it took ~600 µs (AMD EPYC, 2026-12-06).
+    /// between accumulator counts can change with the host's phase: rmsnorm
+    /// 4096x1024 (streamed, W8) ran 5–7.5 % faster on the caller at 4
+    /// accumulators than at 8 in one half hour and 0–6 % slower in the next,
+    /// with the same binary. On 2 workers, side by side, the two were within
+    /// 2 % where the launch took ~600 µs and 8 ran 1–4 % ahead where it took
+    /// ~400 µs (AMD EPYC, 2026-12-06).
     fn auto_on_caller(&self, p: &LaunchProfile) -> Plan {
         let block = p.segment_rows();
         let width = self.backend.width();
