@@ -393,9 +393,7 @@ impl Runtime {
         let (config, grain) = {
             let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
                 median_call_us(n, || match prepare(c) {
-                    Ok(ref l) => self
-                        .pool
-                        .launch(l.tiling(), g, out, &|k, o| l.run_group(k, o)),
+                    Ok(ref l) => self.launch(l, g, out),
                     Err(e) => Err(e),
                 })
             };
@@ -404,9 +402,7 @@ impl Runtime {
         // Borrowed where it was built, as in `exec_graph`: moving the prepared
         // launch out of its `Result` copied its 209 bytes twice per call.
         match prepare(config) {
-            Ok(ref launch) => self
-                .pool
-                .launch(launch.tiling(), grain, out, &|k, o| launch.run_group(k, o)),
+            Ok(ref launch) => self.launch(launch, grain, out),
             Err(e) => Err(e),
         }
     }
