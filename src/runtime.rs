@@ -21,7 +21,7 @@
 //! # Ok::<(), taskgrain::Error>(())
 //! ```
 
-use crate::bench::timing::{median, time_calls};
+use crate::bench::timing::time_calls;
 use crate::error::{Error, Result};
 use crate::graph::{self, Graph, exec::Arena, exec::Executor, exec::NodeLaunch};
 use crate::ops::{self, LaunchConfig, Op, OpInputs, Prepared, Shape};
@@ -31,6 +31,7 @@ use crate::plan::search::Measure;
 use crate::plan::{InputsFrom, LaunchProfile, Plan, Planner, Strategy, tuning::TuningTable};
 use crate::pool::{Grain, LaunchStats, Pool, PoolConfig};
 use crate::simt::PacketMode;
+use crate::stats::median;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
