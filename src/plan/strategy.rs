@@ -707,6 +707,14 @@ impl Planner {
         out
     }
 
+    /// Whether plan `x` of launch `p` hands work to the pool's helpers: more
+    /// than one task with more than one worker (one task runs on the caller,
+    /// whatever its grain).
+    fn hands_off(&self, p: &LaunchProfile, x: &Plan) -> bool {
+        let (tasks, _) = task_split(p.groups(x.config.block), x.grain, self.workers);
+        self.workers > 1 && tasks > 1
+    }
+
     /// The refined plan of `profile`, if refinement ran for it.
     pub fn refined(&self, p: &LaunchProfile) -> Option<Plan> {
         let (c, g) = self.with_seen(p, |s| s.refined)?;
@@ -719,7 +727,8 @@ impl Planner {
     /// Run-time refinement of `profile`, whose inputs come from `inputs`:
     /// measures [`Planner::refinement_candidates`] with `measure` and keeps
     /// the model's choice unless an alternative timed side by side with it is
-    /// clearly faster (see [`search::refine`]); later `auto` plans of this
+    /// clearly faster (see [`search::refine`]: more clearly for a pooled
+    /// alternative to a choice on the caller); later `auto` plans of this
     /// launch return it.
     pub fn refine(
         &self,
@@ -731,7 +740,8 @@ impl Planner {
         let cands = self.refinement_candidates(p, inputs);
         let c: Vec<Candidate> = cands.iter().map(|x| (x.config, x.grain)).collect();
         let pred: Vec<f64> = cands.iter().map(|x| x.predicted_us).collect();
-        let found = search::refine(&c, &pred, measure)?;
+        let hands_off: Vec<bool> = cands.iter().map(|x| self.hands_off(p, x)).collect();
+        let found = search::refine(&c, &pred, &hands_off, measure)?;
         self.with_seen(p, |s| {
             s.refined = Some(found.candidate);
             s.settled = None;
@@ -851,6 +861,25 @@ mod tests {
             slow > fast,
             "{slow} launches kept on the caller, {fast} with faster helpers"
         );
+    }
+
+    /// Only plans of more than one task on more than one worker hand off work.
+    #[test]
+    fn hands_off_means_several_tasks_on_several_workers() {
+        let profile = LaunchProfile::for_op(Op::RmsNorm, &Shape::rows(17, 66)).unwrap();
+        let on = |workers: usize, block: usize, grain: Grain| {
+            let p = Planner::new(Backend::best(8), workers);
+            let x = p.plan_of(&profile, LaunchConfig { local: 72, block }, grain);
+            p.hands_off(&profile, &x)
+        };
+        let tasks = |k| Grain::tasks(k).expect("k ≠ 0");
+        assert!(!on(2, 1, Grain::Caller));
+        assert!(!on(2, 17, Grain::Legacy));
+        assert!(!on(2, 1, tasks(17)));
+        assert!(!on(1, 1, Grain::Legacy));
+        assert!(on(2, 9, Grain::Legacy));
+        assert!(on(2, 1, tasks(16)));
+        assert!(on(8, 1, tasks(1)));
     }
 
     /// `auto`'s model plan on the pool cuts the launch into at least
