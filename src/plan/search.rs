@@ -186,7 +186,8 @@ const REFINE_HAND_OFF_MARGIN: f64 = 0.95;
 /// side with the model's choice in 9 rounds (alternately first and second).
 /// An alternative qualifies if its median ratio to the model's choice is
 /// below 0.98, or below 0.95 where it hands off work that the model's choice
-/// kept on the caller ([`REFINE_HAND_OFF_MARGIN`]); the qualifying one with
+/// kept on the caller (only the pool's plans carry the risk of helpers that
+/// arrive late, which comes and goes with the host); the qualifying one with
 /// the lowest ratio wins, otherwise the model's choice stays.
 ///
 /// The pairs are what makes it work on a host whose speed changes within
