@@ -162,20 +162,25 @@ const REFINE_FINALISTS: usize = 5;
 const REFINE_PAIRED_ROUNDS: usize = 9;
 
 /// An alternative replaces the model's choice only if its median paired ratio
-/// to it is below this (noise must not make the plan flap).
+/// to it is below this (noise must not make the plan flap); a move from the
+/// caller to the pool needs [`REFINE_HAND_OFF_MARGIN`].
 const REFINE_MARGIN: f64 = 0.98;
 
 /// The ratio below which an alternative that hands work to the pool's helpers
 /// replaces a model's choice that runs on the caller alone. Only the pool's
 /// plans carry the risk of helpers that arrive late, which comes and goes
 /// with the host's phase, so a pooled plan a few percent faster in the
-/// refinement's seconds can be slower when the launch next runs: two launches
-/// of well under 1–2 µs that refinement moved from the caller to two legacy
-/// chunks ran 10 % (layernorm 17x66, 0.70 against 0.64 µs) and 13 %
-/// (masked_softmax 3x1024, 2.16 against 1.91 µs) slower than the caller's
-/// plans the oracle kept, while the pool's real gains on such launches were
-/// 13–35 % (AMD EPYC, 2 workers, 2026-12-06). A launch this margin keeps on
-/// the caller was at most 5 % behind the pooled plan in refinement's own
+/// refinement's seconds can be slower when the launch next runs. At 0.98,
+/// refinement took the pool for the unfused masked_softmax 3x1024 (~2 µs) in
+/// 6 bench runs of 9 and for layernorm 17x66 (0.6 µs) in 4 of 17, one of
+/// which read 1.31 of the oracle's caller plan; at 0.95 layernorm stayed on
+/// the caller in all 17, and masked_softmax in 8 of 9, where it ran 10 %
+/// faster (median 1.88 against 2.08 µs), 3–13 % ahead of the oracle's
+/// pooled plans in 7. The price: fused rmsnorm 64x256, whose two legacy chunks
+/// mostly run 30 % faster than the caller, stayed on the caller in 2 runs of
+/// 8 (at 0.98: 1), one of which read 1.12 of the oracle
+/// (AMD EPYC, 2 workers, 2026-12-06). A launch this margin keeps on the
+/// caller was at most 5 % behind the pooled plan in refinement's own
 /// measurement.
 const REFINE_HAND_OFF_MARGIN: f64 = 0.95;
 
