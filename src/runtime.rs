@@ -241,7 +241,7 @@ impl Runtime {
 
     /// Times `calls` calls that prepare and launch `inputs` with `config` and
     /// `grain` into `out`, one by one; their median µs. (The measurement behind
-    /// refinement and the oracle, as the bench times a call.)
+    /// refinement and the oracle, as the bench times a call of 5 µs or more.)
     pub fn time_launch(
         &self,
         inputs: OpInputs<'_>,
@@ -646,15 +646,22 @@ fn plan_node(
 /// one-call measurement of a pool grain (refinement measures launches of tens
 /// of µs one or two calls at a time) includes the helpers' wake-up.
 ///
-/// This is how the bench times a call (the p50 of calls timed one by one,
-/// each preparing its launch). Timed otherwise, plans compared differently
-/// here, on an AMD EPYC: the mean of a batch of back-to-back launches put
-/// fused swiglu 3x1024 in single-row tasks 11 % ahead of the caller's plan,
-/// where one by one it was 2 % ahead; and launches timed one by one without
-/// their preparation rated two-group plans of fused swiglu and layernorm 17x66
-/// at 0.74–0.78 of the caller's plan where, prepared as in the bench, they
-/// read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a phase of
-/// the host when helpers arrived late).
+/// This is how the bench times calls of 5 µs and more (the p50 of calls timed
+/// one by one, each preparing its launch); shorter ones it times in samples of
+/// back-to-back calls, as one step of the clock (10 ns on a Firecracker guest)
+/// is several percent of a sub-µs call. Timed both ways in the same rounds
+/// (`examples/timing_ab.rs`), the pooled/caller ratios of rmsnorm 64x256,
+/// attention 1x4x2x16x32x16x16, swiglu 3x1024, gelu_residual 17x66 and
+/// layernorm 17x66 agreed within 1 % (AMD EPYC, 2026-12-06, in a phase of slow
+/// helpers). Refinement and the oracle still time calls alone: refinement's
+/// margins were set that way. Earlier, in another phase, plans compared
+/// differently when timed otherwise: the mean of a batch of back-to-back
+/// launches put fused swiglu 3x1024 in single-row tasks 11 % ahead of the
+/// caller's plan, where one by one it was 2 % ahead; and launches timed one by
+/// one without their preparation rated two-group plans of fused swiglu and
+/// layernorm 17x66 at 0.74–0.78 of the caller's plan where, prepared as in the
+/// bench, they read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a
+/// phase of the host when helpers arrived late).
 fn median_call_us(calls: usize, mut call: impl FnMut() -> Result<LaunchStats>) -> Result<f64> {
     let mut failure = None;
     let times = time_calls(1, calls.max(1), || {

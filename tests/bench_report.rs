@@ -290,6 +290,7 @@ fn json_has_the_contract_names() {
             }
             assert!(row["max_abs_err"].is_number());
             assert!(row["ok"].is_boolean());
+            assert!(row["calls_per_sample"].as_u64().is_some_and(|k| k >= 1));
         }
     }
     let fg = sections

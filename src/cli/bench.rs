@@ -85,7 +85,8 @@ struct ReportArgs {
     /// Rounds per row (each round times every candidate, interleaved).
     #[arg(long, default_value_t = 7)]
     rounds: usize,
-    /// Timed calls per candidate per round.
+    /// Timed samples per candidate per round: one call each, or for a row
+    /// whose calls are under 5 µs, as many back-to-back calls as last 5 µs.
     #[arg(long, default_value_t = 50)]
     reps: usize,
     /// Untimed calls per candidate before the first round.

@@ -1,7 +1,7 @@
 //! `taskgrain run`: one operator, one shape, timed and optionally checked.
 
 use super::{Outcome, parse_switch};
-use crate::bench::timing::{calls_for, median, time_calls, time_samples};
+use crate::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
 use crate::error::{Error, Result};
 use crate::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
 use crate::packet::Backend;
@@ -88,9 +88,6 @@ struct LaunchReport {
     groups: usize,
     predicted_us: f64,
 }
-
-/// Shortest timed sample, µs: shorter calls are timed several to a sample.
-const SAMPLE_US: f64 = 5.0;
 
 #[derive(Serialize)]
 struct RunReport {

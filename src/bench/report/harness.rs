@@ -1,6 +1,8 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
-//! warm-up, then rounds of interleaved timing (each candidate's calls in turns
-//! of at most 10) with the candidate order rotated.
+//! warm-up, then rounds of interleaved timing (each candidate's samples in
+//! turns of at most 10) with the candidate order rotated. A sample is one call,
+//! or for a row whose fastest candidate runs under 5 µs, as many back-to-back
+//! calls as make it last 5 µs.
 
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
@@ -9,7 +11,7 @@ use super::model::{
 use super::stats::{paired_ratios, rotation, summarize, table_time, turns};
 use super::{Planner, Strategy};
 use crate::bench::suites::Suite;
-use crate::bench::timing::{median, time_calls};
+use crate::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::graph::exec::node_profile;
@@ -27,7 +29,9 @@ use std::path::PathBuf;
 pub struct ReportConfig {
     /// Rounds per row (≥ 1).
     pub rounds: usize,
-    /// Timed calls per candidate per round (≥ 1).
+    /// Timed samples per candidate per round (≥ 1): a sample is one call, or
+    /// several back-to-back calls in a row whose calls are short (see
+    /// [`SAMPLE_US`]).
     pub reps: usize,
     /// Untimed calls per candidate before the first round.
     pub warmup: usize,
@@ -526,18 +530,42 @@ impl Harness {
             }
         }
 
-        // Rounds: every candidate N calls, in turns of at most `TURN_CALLS`,
-        // the candidates' order rotated per round.
+        // Calls per sample, one count for every candidate of the row (so each
+        // pays the same share of a clock read): enough calls of the fastest to
+        // last `SAMPLE_US`. Timed alone, a 0.2 µs call reads in the clock's
+        // steps (10 ns on a Firecracker guest), and one step is 5 %.
+        let mut fastest_us = f64::INFINITY;
+        for &i in &active {
+            let plans = prepared[i].expect("active");
+            let mut failure = None;
+            let single = median(&time_calls(0, PROBE_CALLS, || {
+                if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
+                    failure = Some(e);
+                }
+            }));
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            fastest_us = fastest_us.min(single);
+        }
+        let per_sample = if active.is_empty() {
+            1
+        } else {
+            calls_for(fastest_us, SAMPLE_US)
+        };
+
+        // Rounds: every candidate N samples, in turns of at most
+        // `TURN_SAMPLES`, the candidates' order rotated per round.
         let mut p50s: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.rounds); names.len()];
         let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.reps); names.len()];
         for round in 0..self.cfg.rounds {
             times.iter_mut().for_each(Vec::clear);
-            for calls in turns(self.cfg.reps, TURN_CALLS) {
+            for samples in turns(self.cfg.reps, TURN_SAMPLES) {
                 for j in rotation(active.len(), round) {
                     let i = active[j];
                     let plans = prepared[i].expect("active");
                     let mut failure = None;
-                    times[i].extend(time_calls(0, calls, || {
+                    times[i].extend(time_samples(0, samples, per_sample, || {
                         if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
                             failure = Some(e);
                         }
@@ -640,6 +668,7 @@ impl Harness {
                     .collect(),
             ),
             launches: graph.launches(),
+            calls_per_sample: per_sample,
             launch_configs: NamedMap(if graph.launches() > 1 {
                 names
                     .iter()
@@ -666,16 +695,20 @@ impl Harness {
     }
 }
 
-/// The calls a candidate makes in one turn of a round before the next
-/// candidate's turn: a round's N calls per candidate are taken in turns, so a
-/// change in the machine's speed during the round lands on every candidate
+/// The samples a candidate takes in one turn of a round before the next
+/// candidate's turn: a round's N samples per candidate are taken in turns, so
+/// a change in the machine's speed during the round lands on every candidate
 /// alike. Each candidate running its N calls in one go, large rows' paired
 /// ratios spread over 0.63–1.68 between the rounds of one run for two
 /// identical plans (4096x1024, 50 calls of 0.5–0.7 ms, AMD EPYC, 2 vCPUs,
 /// 2026-12-06). A turn's first call may find the caches as another plan left
 /// them; in turns of 10 it is one call in 10, which the round's median hardly
 /// sees.
-pub(crate) const TURN_CALLS: usize = 10;
+pub(crate) const TURN_SAMPLES: usize = 10;
+
+/// Calls per candidate, after the warm-up, whose median sets a row's calls
+/// per sample.
+const PROBE_CALLS: usize = 5;
 
 /// One geometry and grain per launch of a graph.
 type GraphPlan = Vec<(LaunchConfig, Grain)>;

@@ -3,8 +3,9 @@
 //! The Chinese strings reproduce the seed report (../shared/seed/) verbatim
 //! where the seed has them: title, settings sentence, captions, column names.
 
-use super::harness::TURN_CALLS;
+use super::harness::TURN_SAMPLES;
 use super::model::{Meta, SectionResult};
+use crate::bench::timing::SAMPLE_US;
 
 /// Language of the report's captions and column names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -76,29 +77,36 @@ impl Lang {
         };
         match self {
             Lang::En => format!(
-                "Workers granted: {} of {} requested ({} cores). {} rounds × {} calls per \
-                 candidate per row, candidates interleaved in turns of up to {} calls with the \
-                 order rotated every round, after {} warm-up calls. Backend {}; CPU: {}; ISA: {}.",
+                "Workers granted: {} of {} requested ({} cores). {} rounds × {} timed samples \
+                 per candidate per row (a sample is one call, or, in a row whose calls are under \
+                 {} µs, as many back-to-back calls as last {} µs; a time is per call), candidates \
+                 interleaved in turns of up to {} samples with the order rotated every round, \
+                 after {} warm-up calls. Backend {}; CPU: {}; ISA: {}.",
                 m.workers_granted,
                 m.workers_requested,
                 m.cores,
                 m.rounds,
                 m.reps,
-                TURN_CALLS,
+                SAMPLE_US,
+                SAMPLE_US,
+                TURN_SAMPLES,
                 m.warmup,
                 m.backend,
                 m.cpu,
                 isa
             ),
             Lang::Zh => format!(
-                "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 次调用，\
-                 候选以每次最多 {} 次调用交替执行、每轮轮换顺序，计时前预热 {} 次。后端 {}；CPU：{}；ISA：{}。",
+                "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 个计时样本\
+                 （一个样本为一次调用；若该行的调用短于 {} µs，则为持续 {} µs 的连续多次调用；时间均按每次调用计），\
+                 候选以每次最多 {} 个样本交替执行、每轮轮换顺序，计时前预热 {} 次。后端 {}；CPU：{}；ISA：{}。",
                 m.workers_granted,
                 m.workers_requested,
                 m.cores,
                 m.rounds,
                 m.reps,
-                TURN_CALLS,
+                SAMPLE_US,
+                SAMPLE_US,
+                TURN_SAMPLES,
                 m.warmup,
                 m.backend,
                 m.cpu,

@@ -2,8 +2,9 @@
 //!
 //! - [`harness`]: rounds and statistics — inputs once per row, a verification
 //!   launch per candidate against the f64 reference, warm-up, then R rounds of N
-//!   calls per candidate, interleaved in turns of up to 10 calls, with the order
-//!   rotated every round.
+//!   timed samples per candidate (a sample: one call, or back-to-back calls
+//!   lasting 5 µs where calls are shorter), interleaved in turns of up to 10
+//!   samples, with the order rotated every round.
 //! - [`stats`]: per-round p50s, their median, paired ratios and their range.
 //! - [`model`]: the report's data (the JSON contract).
 //! - [`markdown`], [`json`], [`csv`], [`plot`]: the writers; [`lang`]: the words, en/zh.

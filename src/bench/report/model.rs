@@ -83,7 +83,8 @@ pub struct Meta {
     pub fusion: bool,
     /// Rounds per row.
     pub rounds: usize,
-    /// Timed calls per candidate per round.
+    /// Timed samples per candidate per round (a row's `calls_per_sample`
+    /// calls each).
     pub reps: usize,
     /// Untimed calls per candidate before the first round.
     pub warmup: usize,
@@ -185,6 +186,10 @@ pub struct RowResult {
     pub configs: NamedMap<Option<CandidateConfig>>,
     /// Launches per call (1 with fusion on; DESIGN.md's unfused counts with it off).
     pub launches: usize,
+    /// Back-to-back calls per timed sample, the same for every candidate of
+    /// the row: 1, or for a row whose fastest candidate runs under 5 µs,
+    /// enough calls to last 5 µs.
+    pub calls_per_sample: usize,
     /// Every launch each candidate ran, in order (only when there are several).
     #[serde(skip_serializing_if = "NamedMap::is_empty")]
     pub launch_configs: NamedMap<Option<Vec<CandidateConfig>>>,

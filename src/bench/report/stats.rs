@@ -48,7 +48,7 @@ pub fn rotation(n: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |j| (j + round) % n.max(1))
 }
 
-/// The calls of each turn when a round's `reps` calls per candidate are taken
+/// The samples of each turn when a round's `reps` samples per candidate are taken
 /// in turns of at most `per_turn` (at least 1): full turns, then the rest.
 pub fn turns(reps: usize, per_turn: usize) -> impl Iterator<Item = usize> {
     let per_turn = per_turn.max(1);

@@ -1,0 +1,98 @@
+//! Two plans of one fused launch, paired in rounds and timed two ways in each
+//! round: every call alone (a clock read per call, as refinement and the
+//! oracle time calls) and in samples of back-to-back calls lasting 5 µs (as
+//! `bench` and `run` time calls under 5 µs). Shows what the clock's steps do
+//! to a sub-µs ratio: on a host whose clock moves in 10 ns steps, a call
+//! timed alone reads 0.29 or 0.30 µs, and the paired ratio jumps by 3 %.
+//!
+//! `cargo run --release --example timing_ab -- OP SHAPE PLAN_A PLAN_B [rounds]`
+//! where a plan is `local,block,grain` (grain: `caller`, 0 = legacy, k = tasks
+//! of k groups), e.g. `rmsnorm 17x65 32,17,caller 72,17,caller`; 2 workers,
+//! the calling thread pinned, 12 rounds by default. Ratios are B / A.
+
+use taskgrain::Error;
+use taskgrain::bench::report::stats::{paired_ratios, summarize};
+use taskgrain::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
+use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
+use taskgrain::pool::{CallerPin, Grain, PoolConfig};
+use taskgrain::runtime::{Runtime, RuntimeConfig};
+
+/// Samples per candidate per round, in each of the two methods.
+const SAMPLES: usize = 50;
+
+fn plan(s: &str) -> Result<(LaunchConfig, Grain), Error> {
+    let bad = || Error::BadArgument(format!("plan {s:?}: expected local,block,grain"));
+    let parts: Vec<&str> = s.split(',').collect();
+    let [local, block, grain] = parts[..] else {
+        return Err(bad());
+    };
+    let config = LaunchConfig {
+        local: local.parse().map_err(|_| bad())?,
+        block: block.parse().map_err(|_| bad())?,
+    };
+    Ok((config, grain.parse()?))
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 5 {
+        return Err(Error::BadArgument(
+            "usage: timing_ab OP SHAPE PLAN_A PLAN_B [rounds]".into(),
+        ));
+    }
+    let op: Op = args[1].parse()?;
+    let shape = Shape::parse(op, &args[2])?;
+    let plans = [vec![plan(&args[3])?], vec![plan(&args[4])?]];
+    let rounds: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(12);
+    let _pin = CallerPin::first_allowed();
+    let rt = Runtime::new(RuntimeConfig {
+        pool: PoolConfig::with_workers(2),
+        width: Some(taskgrain::packet::Backend::best(8).width()),
+        ..RuntimeConfig::default()
+    })?;
+    let inputs = OwnedInputs::generate(op, shape, 1)?;
+    let (tensor_array, count) = inputs.view().tensors();
+    let tensors = &tensor_array[..count];
+    let graph = rt.graph(op, &shape, true)?;
+    let mut out = vec![0.0f32; ops::output_len(&shape)];
+    let mut failure = None;
+    let mut call = |i: usize| {
+        if let Err(e) = rt.run_planned(&graph, tensors, &mut out, &plans[i]) {
+            failure.get_or_insert(e);
+        }
+    };
+    let single = (0..2)
+        .map(|i| median(&time_calls(100, 20, || call(i))))
+        .fold(f64::INFINITY, f64::min);
+    let per_sample = calls_for(single, SAMPLE_US);
+    println!(
+        "{op} {shape}: B = {} / A = {}, {per_sample} calls per batched sample",
+        args[4], args[3]
+    );
+    // p50s[method][plan]: one per round.
+    let mut p50s = vec![vec![Vec::new(); 2]; 2];
+    for round in 0..rounds {
+        for i in [round % 2, 1 - round % 2] {
+            p50s[0][i].push(median(&time_calls(0, SAMPLES, || call(i))));
+            p50s[1][i].push(median(&time_samples(0, SAMPLES, per_sample, || call(i))));
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    for (method, p) in ["each call alone", "batched"].iter().zip(&p50s) {
+        let ratios = paired_ratios(&p[1], &p[0]);
+        let s = summarize(&ratios);
+        let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "{method:>16}: A {:.3} µs, B {:.3} µs, B/A {:.3} [{:.3}, {:.3}]; rounds {}",
+            median(&p[0]),
+            median(&p[1]),
+            s.median.unwrap_or(f64::NAN),
+            s.min.unwrap_or(f64::NAN),
+            s.max.unwrap_or(f64::NAN),
+            list.join(" ")
+        );
+    }
+    Ok(())
+}
