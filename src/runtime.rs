@@ -652,8 +652,8 @@ fn plan_node(
 /// is several percent of a sub-µs call. Timed both ways in the same rounds
 /// (`examples/timing_ab.rs`), the pooled/caller ratios of rmsnorm 64x256,
 /// attention 1x4x2x16x32x16x16, swiglu 3x1024, gelu_residual 17x66 and
-/// layernorm 17x66 agreed within 1 % (AMD EPYC, 2026-12-06, in a phase of slow
-/// helpers). Refinement and the oracle still time calls alone: refinement's
+/// layernorm 17x66 agreed within 1–2 % (AMD EPYC, 2026-12-06, in a phase of
+/// slow helpers). Refinement and the oracle still time calls alone: refinement's
 /// margins were set that way. Earlier, in another phase, plans compared
 /// differently when timed otherwise: the mean of a batch of back-to-back
 /// launches put fused swiglu 3x1024 in single-row tasks 11 % ahead of the
@@ -662,7 +662,10 @@ fn plan_node(
 /// layernorm 17x66 at 0.74–0.78 of the caller's plan where, prepared as in the
 /// bench, they read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a
 /// phase of the host when helpers arrived late).
-fn median_call_us(calls: usize, mut call: impl FnMut() -> Result<LaunchStats>) -> Result<f64> {
+pub(crate) fn median_call_us(
+    calls: usize,
+    mut call: impl FnMut() -> Result<LaunchStats>,
+) -> Result<f64> {
     let mut failure = None;
     let times = time_calls(1, calls.max(1), || {
         if let Err(e) = call() {

@@ -11,7 +11,7 @@ use super::model::{
 use super::stats::{paired_ratios, rotation, summarize, table_time, turns};
 use super::{Planner, Strategy};
 use crate::bench::suites::Suite;
-use crate::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
+use crate::bench::timing::{SAMPLE_US, calls_for, median, time_samples};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::graph::exec::node_profile;
@@ -20,7 +20,7 @@ use crate::packet::Backend;
 use crate::plan::calibrate::ModelSource;
 use crate::pool::CallerPin;
 use crate::pool::{Grain, PoolConfig};
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeConfig, median_call_us};
 use crate::simt::PacketMode;
 use std::path::PathBuf;
 
@@ -537,22 +537,13 @@ impl Harness {
         let mut fastest_us = f64::INFINITY;
         for &i in &active {
             let plans = prepared[i].expect("active");
-            let mut failure = None;
-            let single = median(&time_calls(0, PROBE_CALLS, || {
-                if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
-                    failure = Some(e);
-                }
-            }));
-            if let Some(e) = failure {
-                return Err(e);
-            }
+            let single = median_call_us(PROBE_CALLS, || {
+                rt.run_planned(&graph, tensors, &mut out, plans)
+            })?;
             fastest_us = fastest_us.min(single);
         }
-        let per_sample = if active.is_empty() {
-            1
-        } else {
-            calls_for(fastest_us, SAMPLE_US)
-        };
+        // 1 when no candidate runs (`calls_for` of an infinite call).
+        let per_sample = calls_for(fastest_us, SAMPLE_US);
 
         // Rounds: every candidate N samples, in turns of at most
         // `TURN_SAMPLES`, the candidates' order rotated per round.
