@@ -55,9 +55,26 @@ fn tiny_report() -> Report {
             ],
         ),
     ];
-    let mut rounds = 0;
-    let r = harness.run(&specs, &mut |_| rounds += 1).unwrap();
-    assert_eq!(rounds, harness.total_rounds(&specs));
+    // Every row is reported once prepared (round 0), then after each of its
+    // rounds, which are timed round-major over the section's rows.
+    let mut events: Vec<(String, usize)> = Vec::new();
+    let r = harness
+        .run(&specs, &mut |p| events.push((p.row.to_string(), p.round)))
+        .unwrap();
+    let timed = events.iter().filter(|e| e.1 > 0).count();
+    assert_eq!(timed, harness.total_rounds(&specs));
+    let rows: usize = specs.iter().map(|s| s.cases.len()).sum();
+    assert_eq!(events.iter().filter(|e| e.1 == 0).count(), rows);
+    let fixed = &events[events.len() - 4 * (1 + tiny_config().rounds)..];
+    let order: Vec<usize> = fixed.iter().map(|e| e.1).collect();
+    let mut want = vec![0; 4];
+    for round in 1..=tiny_config().rounds {
+        want.extend([round; 4]);
+    }
+    assert_eq!(
+        order, want,
+        "fixed-grain's rows: prepared, then round by round"
+    );
     r
 }
 

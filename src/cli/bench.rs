@@ -82,14 +82,15 @@ struct ReportArgs {
     /// (comma-separated: whole, local, joint_legacy, joint_tasks, auto, oracle).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     strategies: Option<Vec<Strategy>>,
-    /// Rounds per row (each round times every candidate, interleaved).
+    /// Rounds per row (each round times every candidate, interleaved; a
+    /// section's rows are timed round by round).
     #[arg(long, default_value_t = 7)]
     rounds: usize,
     /// Timed samples per candidate per round: one call each, or for a row
     /// whose calls are under 5 µs, as many back-to-back calls as last 5 µs.
     #[arg(long, default_value_t = 50)]
     reps: usize,
-    /// Untimed calls per candidate before the first round.
+    /// Untimed calls per candidate before each round of a row.
     #[arg(long, default_value_t = 5)]
     warmup: usize,
     /// Workers requested (the calling thread included); granted min(N, cores).
@@ -159,8 +160,12 @@ fn run_report(a: ReportArgs) -> Result<Outcome> {
     }
     let bar = progress_bar(harness.total_rounds(&specs) as u64);
     let report = harness.run(&specs, &mut |p| {
-        bar.set_message(format!("{} {} (round {})", p.section, p.row, p.round));
-        bar.inc(1);
+        if p.round == 0 {
+            bar.set_message(format!("{} {} (planned and verified)", p.section, p.row));
+        } else {
+            bar.set_message(format!("{} {} (round {})", p.section, p.row, p.round));
+            bar.inc(1);
+        }
     });
     bar.finish_and_clear();
     let report = report?;

@@ -1,8 +1,9 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
-//! warm-up, then rounds of interleaved timing (each candidate's samples in
-//! turns of at most 10) with the candidate order rotated. A sample is one call,
-//! or for a row whose fastest candidate runs under 5 µs, as many back-to-back
-//! calls as make it last 5 µs.
+//! then rounds of interleaved timing (each candidate's samples in turns of at
+//! most 10, after a warm-up) with the candidate order rotated. A section's
+//! rounds are taken round-major: round 1 of every row, then round 2, … (see
+//! `WINDOW_BYTES`). A sample is one call, or for a row whose fastest
+//! candidate runs under 5 µs, as many back-to-back calls as make it last 5 µs.
 
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
@@ -33,7 +34,8 @@ pub struct ReportConfig {
     /// several back-to-back calls in a row whose calls are short (see
     /// [`SAMPLE_US`]).
     pub reps: usize,
-    /// Untimed calls per candidate before the first round.
+    /// Untimed calls per candidate before each round of a row (other rows'
+    /// rounds ran in between).
     pub warmup: usize,
     /// Workers requested (the calling thread included).
     pub workers: usize,
@@ -232,7 +234,8 @@ pub struct Progress<'a> {
     pub section: &'a str,
     /// The row being measured, e.g. `rmsnorm 17×65`.
     pub row: &'a str,
-    /// Rounds finished in this row.
+    /// Rounds finished in this row; 0 when the row has just been prepared
+    /// (its plans resolved, every candidate verified), before its rounds.
     pub round: usize,
 }
 
@@ -302,7 +305,8 @@ impl Harness {
         }
     }
 
-    /// Total rounds `run` will time (for a progress bar).
+    /// Total rounds `run` will time (for a progress bar; `Progress` reports
+    /// these, and once per row its preparation, as round 0).
     pub fn total_rounds(&self, specs: &[SectionSpec]) -> usize {
         specs.iter().map(|s| s.cases.len()).sum::<usize>() * self.cfg.rounds
     }
@@ -346,7 +350,11 @@ impl Harness {
         })
     }
 
-    /// Runs one section.
+    /// Runs one section. Its rows are prepared (inputs, plans, verification)
+    /// a window at a time, windows of at most [`WINDOW_BYTES`] of buffers;
+    /// then round 1 of every row of the window is timed, then round 2, and so
+    /// on, so a row's rounds are spread over the whole window (seconds) rather
+    /// than taken within a few milliseconds. See [`WINDOW_BYTES`] for why.
     pub fn run_section(
         &self,
         spec: &SectionSpec,
@@ -354,8 +362,33 @@ impl Harness {
     ) -> Result<SectionResult> {
         spec.check()?;
         let mut rows = Vec::with_capacity(spec.cases.len());
-        for (op, shape) in &spec.cases {
-            rows.push(self.run_row(spec, *op, shape, progress)?);
+        let mut window: Vec<RowRun> = Vec::new();
+        let mut bytes = 0usize;
+        for (k, (op, shape)) in spec.cases.iter().enumerate() {
+            let row = self.prepare_row(spec, *op, shape)?;
+            progress(Progress {
+                section: &spec.name,
+                row: &row.label,
+                round: 0,
+            });
+            bytes += row_bytes(*op, shape);
+            window.push(row);
+            if bytes >= WINDOW_BYTES || k + 1 == spec.cases.len() {
+                for round in 0..self.cfg.rounds {
+                    for row in &mut window {
+                        self.time_round(row, round)?;
+                        progress(Progress {
+                            section: &spec.name,
+                            row: &row.label,
+                            round: round + 1,
+                        });
+                    }
+                }
+                for row in window.drain(..) {
+                    rows.push(self.finish_row(spec, row)?);
+                }
+                bytes = 0;
+            }
         }
         let fixed = match &spec.candidates {
             CandidateSet::FixedGrain { config, .. } => Some(FixedGeometry {
@@ -469,13 +502,10 @@ impl Harness {
         }
     }
 
-    fn run_row(
-        &self,
-        spec: &SectionSpec,
-        op: Op,
-        shape: &Shape,
-        progress: &mut dyn FnMut(Progress<'_>),
-    ) -> Result<RowResult> {
+    /// Prepares a row: its inputs, its candidates' plans (refinement and the
+    /// oracle search run here), one verification launch per candidate, the
+    /// warm-up and the probe that sets its calls per sample.
+    fn prepare_row(&self, spec: &SectionSpec, op: Op, shape: &Shape) -> Result<RowRun> {
         let rt = &self.runtime;
         let names = spec.candidate_names();
         let label = format!("{op} {}", super::model::shape_label(&shape.dims()));
@@ -487,9 +517,8 @@ impl Harness {
         let (tensor_array, tensor_count) = view.tensors();
         let tensors = &tensor_array[..tensor_count];
         let resolved = self.resolve(spec, &graph, tensors)?;
-        let prepared: Vec<Option<&GraphPlan>> = resolved.iter().map(Option::as_ref).collect();
         let active: Vec<usize> = (0..names.len())
-            .filter(|&i| prepared[i].is_some())
+            .filter(|&i| resolved[i].is_some())
             .collect();
         let len = ops::output_len(shape);
         // One output buffer for every candidate: where a buffer lands in the
@@ -506,7 +535,7 @@ impl Harness {
         // Verification: one launch per candidate into a NaN-poisoned buffer, so
         // a group that is never written cannot hide behind stale data.
         for &i in &active {
-            let plans = prepared[i].expect("active");
+            let plans = resolved[i].as_ref().expect("active");
             out.fill(f32::NAN);
             rt.run_planned(&graph, tensors, &mut out, plans)?;
             let check = ops::compare(&out, &reference, tol);
@@ -522,21 +551,16 @@ impl Harness {
             variants[i] = Some(rt.graph_variant(&graph, tensors, plans)?);
         }
 
-        // Warm-up.
-        for &i in &active {
-            let plans = prepared[i].expect("active");
-            for _ in 0..self.cfg.warmup {
-                rt.run_planned(&graph, tensors, &mut out, plans)?;
-            }
-        }
-
         // Calls per sample, one count for every candidate of the row (so each
         // pays the same share of a clock read): enough calls of the fastest to
         // last `SAMPLE_US`. Timed alone, a 0.2 µs call reads in the clock's
         // steps (10 ns on a Firecracker guest), and one step is 5 %.
         let mut fastest_us = f64::INFINITY;
         for &i in &active {
-            let plans = prepared[i].expect("active");
+            let plans = resolved[i].as_ref().expect("active");
+            for _ in 0..self.cfg.warmup {
+                rt.run_planned(&graph, tensors, &mut out, plans)?;
+            }
             let single = median_call_us(PROBE_CALLS, || {
                 rt.run_planned(&graph, tensors, &mut out, plans)
             })?;
@@ -544,43 +568,93 @@ impl Harness {
         }
         // 1 when no candidate runs (`calls_for` of an infinite call).
         let per_sample = calls_for(fastest_us, SAMPLE_US);
+        Ok(RowRun {
+            op,
+            shape: *shape,
+            label,
+            p50s: vec![Vec::with_capacity(self.cfg.rounds); names.len()],
+            names,
+            inputs,
+            graph,
+            resolved,
+            active,
+            out,
+            per_sample,
+            hashes,
+            variants,
+            problems,
+            ok,
+            max_abs_err,
+        })
+    }
 
-        // Rounds: every candidate N samples, in turns of at most
-        // `TURN_SAMPLES`, the candidates' order rotated per round.
-        let mut p50s: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.rounds); names.len()];
-        let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.reps); names.len()];
-        for round in 0..self.cfg.rounds {
-            times.iter_mut().for_each(Vec::clear);
-            for samples in turns(self.cfg.reps, TURN_SAMPLES) {
-                for j in rotation(active.len(), round) {
-                    let i = active[j];
-                    let plans = prepared[i].expect("active");
-                    let mut failure = None;
-                    times[i].extend(time_samples(0, samples, per_sample, || {
-                        if let Err(e) = rt.run_planned(&graph, tensors, &mut out, plans) {
-                            failure = Some(e);
-                        }
-                    }));
-                    if let Some(e) = failure {
-                        return Err(e);
+    /// Times one round of a prepared row: the warm-up calls of every
+    /// candidate (other rows ran since its last round), then every candidate
+    /// N samples, in turns of at most `TURN_SAMPLES`, the candidates' order
+    /// rotated per round.
+    fn time_round(&self, row: &mut RowRun, round: usize) -> Result<()> {
+        let rt = &self.runtime;
+        let view = row.inputs.view();
+        let (tensor_array, tensor_count) = view.tensors();
+        let tensors = &tensor_array[..tensor_count];
+        let (graph, out) = (&row.graph, &mut row.out);
+        for &i in &row.active {
+            let plans = row.resolved[i].as_ref().expect("active");
+            for _ in 0..self.cfg.warmup {
+                rt.run_planned(graph, tensors, out, plans)?;
+            }
+        }
+        let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.reps); row.names.len()];
+        for samples in turns(self.cfg.reps, TURN_SAMPLES) {
+            for j in rotation(row.active.len(), round) {
+                let i = row.active[j];
+                let plans = row.resolved[i].as_ref().expect("active");
+                let mut failure = None;
+                times[i].extend(time_samples(0, samples, row.per_sample, || {
+                    if let Err(e) = rt.run_planned(graph, tensors, out, plans) {
+                        failure = Some(e);
                     }
+                }));
+                if let Some(e) = failure {
+                    return Err(e);
                 }
             }
-            for &i in &active {
-                p50s[i].push(median(&times[i]));
-            }
-            progress(Progress {
-                section: &spec.name,
-                row: &label,
-                round: round + 1,
-            });
         }
+        for &i in &row.active {
+            row.p50s[i].push(median(&times[i]));
+        }
+        Ok(())
+    }
 
-        // Repeated calls must reproduce the verified output bit for bit: each
-        // candidate runs once more, after all the timed calls, into a poisoned buffer.
+    /// A row's result after its rounds: each candidate runs once more into a
+    /// poisoned buffer and must reproduce its verified output bit for bit;
+    /// then the identity checks and the paired ratios.
+    fn finish_row(&self, spec: &SectionSpec, row: RowRun) -> Result<RowResult> {
+        let RowRun {
+            op,
+            shape,
+            names,
+            inputs,
+            graph,
+            resolved,
+            active,
+            mut out,
+            per_sample,
+            p50s,
+            hashes,
+            variants,
+            mut problems,
+            mut ok,
+            max_abs_err,
+            ..
+        } = row;
+        let view = inputs.view();
+        let (tensor_array, tensor_count) = view.tensors();
+        let tensors = &tensor_array[..tensor_count];
         for &i in &active {
             out.fill(f32::NAN);
-            rt.run_planned(&graph, tensors, &mut out, prepared[i].expect("active"))?;
+            let plans = resolved[i].as_ref().expect("active");
+            self.runtime.run_planned(&graph, tensors, &mut out, plans)?;
             let h = ops::output_hash(&out);
             if hashes[i].as_deref() != Some(h.as_str()) {
                 ok = false;
@@ -701,6 +775,51 @@ pub(crate) const TURN_SAMPLES: usize = 10;
 /// per sample.
 const PROBE_CALLS: usize = 5;
 
+/// The most bytes of inputs and outputs held by the rows of one window of a
+/// section, whose rounds are timed round-major. The host's slow phases (the
+/// caller's calls 1.5× slower, or helpers late) last 50–500 ms and cover
+/// 15–25 % of the time (a 0.6 µs launch timed in 50 ms windows for 20 s,
+/// AMD EPYC, 2 vCPUs, 2026-12-07): a row whose rounds are all taken within a
+/// few milliseconds lands in one phase, and where its candidates feel the
+/// phase differently, every round of it pairs at the same skewed ratio
+/// (1.19 for all 7 rounds of a 0.8 µs row). Rounds a full pass of the window
+/// apart (about 2 s in the seed's sections) meet the phases independently,
+/// and the median round is the typical one. 1 GiB holds every row of the
+/// seed's sections at once.
+const WINDOW_BYTES: usize = 1 << 30;
+
+/// A row between its preparation and its result: inputs, plans, what the
+/// verification found, and the round p50s timed so far.
+struct RowRun {
+    op: Op,
+    shape: Shape,
+    label: String,
+    names: Vec<String>,
+    inputs: OwnedInputs,
+    graph: std::sync::Arc<Graph>,
+    /// Every candidate's plan per launch; `None` = unsupported.
+    resolved: Vec<Option<GraphPlan>>,
+    /// The candidates with a plan.
+    active: Vec<usize>,
+    /// The output buffer every candidate writes (see `Harness::prepare_row`).
+    out: crate::buffer::AlignedBuf,
+    per_sample: usize,
+    /// Per candidate, one p50 per timed round.
+    p50s: Vec<Vec<f64>>,
+    hashes: Vec<Option<String>>,
+    variants: Vec<Option<String>>,
+    problems: Vec<String>,
+    ok: bool,
+    max_abs_err: f64,
+}
+
+/// Bytes of the buffers a row holds from its preparation to its result: its
+/// inputs and its output.
+fn row_bytes(op: Op, shape: &Shape) -> usize {
+    let elements: usize = ops::input_lens(op, shape).iter().sum::<usize>() + ops::output_len(shape);
+    elements * std::mem::size_of::<f32>()
+}
+
 /// One geometry and grain per launch of a graph.
 type GraphPlan = Vec<(LaunchConfig, Grain)>;
 
@@ -709,5 +828,25 @@ fn candidate_config(c: LaunchConfig, g: Grain) -> CandidateConfig {
         local: c.local,
         block: c.block,
         grain: g.as_u32(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::suites::seed_cases;
+
+    #[test]
+    fn the_seed_sections_each_fit_one_window() {
+        let sections = [
+            Suite::Pilot.cases(),
+            Suite::Validation.cases(),
+            Suite::FixedGrain.cases(),
+            seed_cases(),
+        ];
+        for cases in sections {
+            let bytes: usize = cases.iter().map(|(op, shape)| row_bytes(*op, shape)).sum();
+            assert!(bytes < WINDOW_BYTES, "{bytes} bytes");
+        }
     }
 }
