@@ -351,10 +351,11 @@ impl Harness {
     }
 
     /// Runs one section. Its rows are prepared (inputs, plans, verification)
-    /// a window at a time, windows of at most [`WINDOW_BYTES`] of buffers;
-    /// then round 1 of every row of the window is timed, then round 2, and so
-    /// on, so a row's rounds are spread over the whole window (seconds) rather
-    /// than taken within a few milliseconds. See [`WINDOW_BYTES`] for why.
+    /// a window at a time, windows of at most [`WINDOW_BYTES`] of buffers (a
+    /// larger row is a window of its own); then round 1 of every row of the
+    /// window is timed, then round 2, and so on, so a row's rounds are spread
+    /// over the whole window (seconds) rather than taken within a few
+    /// milliseconds. See [`WINDOW_BYTES`] for why.
     pub fn run_section(
         &self,
         spec: &SectionSpec,
@@ -364,32 +365,22 @@ impl Harness {
         let mut rows = Vec::with_capacity(spec.cases.len());
         let mut window: Vec<RowRun> = Vec::new();
         let mut bytes = 0usize;
-        for (k, (op, shape)) in spec.cases.iter().enumerate() {
+        for (op, shape) in &spec.cases {
+            let need = row_bytes(*op, shape);
+            if !window.is_empty() && bytes + need > WINDOW_BYTES {
+                rows.extend(self.time_window(spec, std::mem::take(&mut window), progress)?);
+                bytes = 0;
+            }
             let row = self.prepare_row(spec, *op, shape)?;
             progress(Progress {
                 section: &spec.name,
                 row: &row.label,
                 round: 0,
             });
-            bytes += row_bytes(*op, shape);
             window.push(row);
-            if bytes >= WINDOW_BYTES || k + 1 == spec.cases.len() {
-                for round in 0..self.cfg.rounds {
-                    for row in &mut window {
-                        self.time_round(row, round)?;
-                        progress(Progress {
-                            section: &spec.name,
-                            row: &row.label,
-                            round: round + 1,
-                        });
-                    }
-                }
-                for row in window.drain(..) {
-                    rows.push(self.finish_row(spec, row)?);
-                }
-                bytes = 0;
-            }
+            bytes += need;
         }
+        rows.extend(self.time_window(spec, window, progress)?);
         let fixed = match &spec.candidates {
             CandidateSet::FixedGrain { config, .. } => Some(FixedGeometry {
                 local: config.local,
@@ -500,6 +491,30 @@ impl Harness {
                 .map(|&g| Some(vec![(*config, g); n]))
                 .collect()),
         }
+    }
+
+    /// Times the rounds of a window of prepared rows round-major (round 1 of
+    /// every row, then round 2, …) and returns their results.
+    fn time_window(
+        &self,
+        spec: &SectionSpec,
+        mut window: Vec<RowRun>,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<Vec<RowResult>> {
+        for round in 0..self.cfg.rounds {
+            for row in &mut window {
+                self.time_round(row, round)?;
+                progress(Progress {
+                    section: &spec.name,
+                    row: &row.label,
+                    round: round + 1,
+                });
+            }
+        }
+        window
+            .into_iter()
+            .map(|row| self.finish_row(spec, row))
+            .collect()
     }
 
     /// Prepares a row: its inputs, its candidates' plans (refinement and the
