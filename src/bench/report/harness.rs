@@ -351,11 +351,11 @@ impl Harness {
     }
 
     /// Runs one section. Its rows are prepared (inputs, plans, verification)
-    /// a window at a time, windows of at most [`WINDOW_BYTES`] of buffers (a
+    /// a window at a time, windows of at most `WINDOW_BYTES` of buffers (a
     /// larger row is a window of its own); then round 1 of every row of the
     /// window is timed, then round 2, and so on, so a row's rounds are spread
     /// over the whole window (seconds) rather than taken within a few
-    /// milliseconds. See [`WINDOW_BYTES`] for why.
+    /// milliseconds. See `WINDOW_BYTES` for why.
     pub fn run_section(
         &self,
         spec: &SectionSpec,
