@@ -208,18 +208,35 @@ fn corrupted_or_foreign_caches_are_ignored_and_rebuilt() {
         "{:?}",
         l.notes
     );
-    // Rebuilt, then reused.
-    let l = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
-    assert!(!l.reused && l.model.calibrated);
-    let again = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
-    assert!(again.reused);
-    // (JSON round-trips floats to within an ulp)
-    assert!(again.model.calibrated);
-    assert_eq!(again.model.widths.len(), l.model.widths.len());
-    assert!(
-        (again.model.pool_launch_us - l.model.pool_launch_us).abs()
-            <= 1e-9 * l.model.pool_launch_us.abs().max(1.0)
-    );
+    // Rebuilt, then reused. A calibration that other work disturbed (a test
+    // of this binary may be running `taskgrain` meanwhile) is used but not
+    // stored, and says so; the next one measures again.
+    let mut stored = None;
+    for _ in 0..3 {
+        let l = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
+        assert!(!l.reused && l.model.calibrated);
+        if l.stored {
+            stored = Some(l);
+            break;
+        }
+        assert!(
+            l.interference.unwrap() > calibrate::MAX_INTERFERENCE
+                && l.notes.iter().any(|n| n.contains("not stored")),
+            "{:?}",
+            l.notes
+        );
+    }
+    if let Some(l) = stored {
+        let again = calibrate::load_or_calibrate(dir, ModelSource::CachedOrCalibrate).unwrap();
+        assert!(again.reused);
+        // (JSON round-trips floats to within an ulp)
+        assert!(again.model.calibrated);
+        assert_eq!(again.model.widths.len(), l.model.widths.len());
+        assert!(
+            (again.model.pool_launch_us - l.model.pool_launch_us).abs()
+                <= 1e-9 * l.model.pool_launch_us.abs().max(1.0)
+        );
+    }
     // A corrupted tuning cache: an empty table and a warning; a runtime still
     // starts. A read-only runtime leaves the file; one that may write the
     // caches rebuilds it, so the next runtime starts without a warning.

@@ -64,6 +64,8 @@ pub(super) fn calibrate(a: CalibrateArgs) -> Result<Outcome> {
             "file": file.display().to_string(),
             "reused": l.reused,
             "seconds": l.seconds,
+            "stored": l.stored,
+            "interference": l.interference,
             "build": crate::plan::cache::build_id(),
             "model": l.model,
         });
@@ -72,8 +74,10 @@ pub(super) fn calibrate(a: CalibrateArgs) -> Result<Outcome> {
         let m = &l.model;
         if l.reused {
             println!("calibration reused from {}", file.display());
-        } else {
+        } else if l.stored {
             println!("calibrated in {:.2} s → {}", l.seconds, file.display());
+        } else {
+            println!("calibrated in {:.2} s (not stored)", l.seconds);
         }
         println!(
             "launch: caller {:.2} µs, pool {:.2} µs; helper arrival {:.2} µs hot, {:.1} µs cold; \

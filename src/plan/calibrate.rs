@@ -33,6 +33,7 @@ use super::cache::{self, Loaded};
 use super::cost::{
     ATTN_BLOCKS, Bandwidth, CostModel, GraphCost, KernelCost, OVERLAP_EXPONENT, ROW_OPS, WidthCost,
 };
+use super::interference::{self, CpuTimes};
 use super::profile::{LaunchProfile, Work};
 use crate::buffer;
 use crate::error::Result;
@@ -552,11 +553,29 @@ pub struct Calibration {
     pub model: CostModel,
     /// Wall time of the calibration, s.
     pub seconds: f64,
+    /// The share (0–1) of the allowed CPUs' time that other work (other
+    /// processes, the hypervisor's steal) took while it measured; `None`
+    /// where unknown (see [`super::interference`]).
+    pub interference: Option<f64>,
 }
+
+/// The most [`Calibration::interference`] a calibration may have seen and
+/// still be cached. Under load every figure is off, and not alike: one
+/// calibration taken while a cargo build shared both vCPUs measured the
+/// pool's launch at 0.63 µs (0.11 quiet), a hot helper's arrival at 2.5 µs
+/// (1.1), and every worker streaming 4 and 16 MB at half one worker's rate
+/// (53 against 102 GB/s); `auto`, planning with it, kept the first launch of
+/// the unfused swiglu 257x1538 on the caller and ran 1.70× the oracle (AMD
+/// EPYC, 2 vCPUs, 2026-12-07). On a quiet machine the share stays under
+/// a few percent.
+pub const MAX_INTERFERENCE: f64 = 0.25;
 
 /// Measures a [`CostModel`] for this machine: every native width, a pool on all cores.
 pub fn calibrate() -> Result<Calibration> {
     let start = Instant::now();
+    // The CPUs the pool may use, before the caller is pinned to one of them.
+    let cpus = crate::pool::allowed_cpus();
+    let before = CpuTimes::now(&cpus);
     // The pool's helpers are pinned to the CPUs after the first; an unpinned
     // caller could share a helper's CPU and calibrate a pool that never helps.
     // (The pool is built first: it spreads its helpers over the CPUs its
@@ -620,9 +639,13 @@ pub fn calibrate() -> Result<Calibration> {
     sizes.push(top);
     m.bandwidth = calibrate_bandwidth(&pool, widest, &m, &sizes)?;
     m.calibrated = true;
+    let interference = before
+        .zip(CpuTimes::now(&cpus))
+        .and_then(|(a, b)| interference::share(a, b));
     Ok(Calibration {
         model: m,
         seconds: start.elapsed().as_secs_f64(),
+        interference,
     })
 }
 
@@ -661,6 +684,11 @@ pub struct ModelLoad {
     pub reused: bool,
     /// Seconds spent calibrating (0 when reused or built-in).
     pub seconds: f64,
+    /// `true` if this call calibrated and stored the result in the cache.
+    pub stored: bool,
+    /// The calibration's [`Calibration::interference`] (`None` when reused,
+    /// built-in or unknown).
+    pub interference: Option<f64>,
     /// Warnings and notes (a rejected file, a store that failed, a calibration).
     pub notes: Vec<String>,
 }
@@ -677,6 +705,8 @@ pub fn load_or_calibrate(dir: &Path, source: ModelSource) -> Result<ModelLoad> {
                     model,
                     reused: true,
                     seconds: 0.0,
+                    stored: false,
+                    interference: None,
                     notes,
                 });
             }
@@ -689,27 +719,52 @@ pub fn load_or_calibrate(dir: &Path, source: ModelSource) -> Result<ModelLoad> {
             model: CostModel::default(),
             reused: false,
             seconds: 0.0,
+            stored: false,
+            interference: None,
             notes,
         });
     }
     let c = calibrate()?;
-    match cache::store(&file, KIND, &c.model) {
-        Ok(()) => notes.push(format!(
-            "calibrated in {:.2} s, stored in {}",
-            c.seconds,
-            file.display()
-        )),
-        Err(e) => notes.push(format!(
-            "calibrated in {:.2} s but not stored: {e}",
-            c.seconds
-        )),
-    }
+    let (stored, note) = store(&c, &file);
+    notes.push(note);
     Ok(ModelLoad {
         model: c.model,
         reused: false,
         seconds: c.seconds,
+        stored,
+        interference: c.interference,
         notes,
     })
+}
+
+/// Stores calibration `c` in `file` unless other work took more than
+/// [`MAX_INTERFERENCE`] of the CPUs while it measured; whether it did, and
+/// the note that says what happened.
+fn store(c: &Calibration, file: &Path) -> (bool, String) {
+    if let Some(share) = c.interference.filter(|&s| s > MAX_INTERFERENCE) {
+        let note = format!(
+            "calibrated in {:.2} s while other work took {:.0} % of the CPUs' time; \
+             not stored, so later runs do not plan with a model measured under load \
+             (run `taskgrain calibrate` on a quiet machine)",
+            c.seconds,
+            100.0 * share
+        );
+        return (false, note);
+    }
+    match cache::store(file, KIND, &c.model) {
+        Ok(()) => (
+            true,
+            format!(
+                "calibrated in {:.2} s, stored in {}",
+                c.seconds,
+                file.display()
+            ),
+        ),
+        Err(e) => (
+            false,
+            format!("calibrated in {:.2} s but not stored: {e}", c.seconds),
+        ),
+    }
 }
 
 /// [`load_or_calibrate`]'s model and notes.
@@ -721,6 +776,30 @@ pub fn load_model(dir: &Path, source: ModelSource) -> Result<(CostModel, Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_calibration_disturbed_by_other_work_is_not_stored() {
+        let dir = std::env::temp_dir().join(format!("taskgrain-store-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = path(&dir);
+        let calibration = |interference| Calibration {
+            model: CostModel::default(),
+            seconds: 0.5,
+            interference,
+        };
+        let (stored, note) = store(&calibration(Some(0.4)), &file);
+        assert!(!stored && !file.exists());
+        assert!(
+            note.contains("40 %") && note.contains("not stored"),
+            "{note}"
+        );
+        for quiet in [Some(0.02), None] {
+            let (stored, note) = store(&calibration(quiet), &file);
+            assert!(stored && file.exists(), "{note}");
+            std::fs::remove_file(&file).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn fewer_accumulators_never_cost_less_per_element() {

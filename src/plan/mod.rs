@@ -5,6 +5,7 @@
 //!   per element, attention dimensions), independent of its kernel.
 //! - [`cost`]: the cost model, predicting a launch's time for a geometry and grain.
 //! - [`calibrate`]: measures the model's constants on this machine (≤ 2 s).
+//! - [`interference`]: how much of the CPUs other work took while it measured.
 //! - [`cache`]: the calibration and tuning files (per machine and build, checked).
 //! - [`strategy`]: the [`Planner`] and its [`Strategy`]s — the seed's four
 //!   candidates, `auto` (model + run-time refinement) and `oracle`.
@@ -27,6 +28,7 @@
 pub mod cache;
 pub mod calibrate;
 pub mod cost;
+pub mod interference;
 pub mod profile;
 pub mod search;
 pub mod strategy;

@@ -149,6 +149,7 @@ mod stats;
 pub(crate) mod sync;
 
 pub use affinity::CallerPin;
+pub(crate) use affinity::allowed_cpus;
 pub use config::{DEFAULT_SPIN, PoolConfig, available_cores};
 pub use grain::Grain;
 pub use stats::LaunchStats;
