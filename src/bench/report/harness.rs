@@ -799,8 +799,9 @@ const PROBE_CALLS: usize = 5;
 /// phase differently, every round of it pairs at the same skewed ratio
 /// (1.19 for all 7 rounds of a 0.8 µs row). Rounds a full pass of the window
 /// apart (about 2 s in the seed's sections) meet the phases independently,
-/// and the median round is the typical one. 1 GiB holds every row of the
-/// seed's sections at once.
+/// and the median round is the typical one; phases of 10 s or more still
+/// cover most of a window's rounds. 1 GiB holds all the rows of any one of
+/// the seed's sections.
 const WINDOW_BYTES: usize = 1 << 30;
 
 /// A row between its preparation and its result: inputs, plans, what the
