@@ -56,24 +56,36 @@ fn tiny_report() -> Report {
         ),
     ];
     // Every row is reported once prepared (round 0), then after each of its
-    // rounds, which are timed round-major over the section's rows.
-    let mut events: Vec<(String, usize)> = Vec::new();
+    // rounds, which are timed round-major over the rows of all the sections.
+    let mut events: Vec<(String, String, usize)> = Vec::new();
     let r = harness
-        .run(&specs, &mut |p| events.push((p.row.to_string(), p.round)))
+        .run(&specs, &mut |p| {
+            events.push((p.section.to_string(), p.row.to_string(), p.round))
+        })
         .unwrap();
-    let timed = events.iter().filter(|e| e.1 > 0).count();
+    let timed = events.iter().filter(|e| e.2 > 0).count();
     assert_eq!(timed, harness.total_rounds(&specs));
-    let rows: usize = specs.iter().map(|s| s.cases.len()).sum();
-    assert_eq!(events.iter().filter(|e| e.1 == 0).count(), rows);
-    let fixed = &events[events.len() - 4 * (1 + tiny_config().rounds)..];
-    let order: Vec<usize> = fixed.iter().map(|e| e.1).collect();
-    let mut want = vec![0; 4];
-    for round in 1..=tiny_config().rounds {
-        want.extend([round; 4]);
+    let rows: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e.2 == 0)
+        .map(|e| (e.0.clone(), e.1.clone()))
+        .collect();
+    let sections: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    let in_order: Vec<&str> = specs
+        .iter()
+        .flat_map(|s| std::iter::repeat_n(s.name.as_str(), s.cases.len()))
+        .collect();
+    assert_eq!(
+        sections, in_order,
+        "rows are prepared in the sections' order"
+    );
+    let mut want = Vec::new();
+    for round in 0..=tiny_config().rounds {
+        want.extend(rows.iter().map(|(s, r)| (s.clone(), r.clone(), round)));
     }
     assert_eq!(
-        order, want,
-        "fixed-grain's rows: prepared, then round by round"
+        events, want,
+        "every row prepared, then round 1 of every row, then round 2, …"
     );
     r
 }

@@ -82,8 +82,8 @@ struct ReportArgs {
     /// (comma-separated: whole, local, joint_legacy, joint_tasks, auto, oracle).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     strategies: Option<Vec<Strategy>>,
-    /// Rounds per row (each round times every candidate, interleaved; a
-    /// section's rows are timed round by round).
+    /// Rounds per row (each round times every candidate, interleaved; the
+    /// rows of all the sections are timed round by round).
     #[arg(long, default_value_t = 7)]
     rounds: usize,
     /// Timed samples per candidate per round: one call each, or for a row

@@ -1,9 +1,10 @@
 //! Runs the sections: inputs once per row, a verification launch per candidate,
 //! then rounds of interleaved timing (each candidate's samples in turns of at
-//! most 10, after a warm-up) with the candidate order rotated. A section's
-//! rounds are taken round-major: round 1 of every row, then round 2, … (see
-//! `WINDOW_BYTES`). A sample is one call, or for a row whose fastest
-//! candidate runs under 5 µs, as many back-to-back calls as make it last 5 µs.
+//! most 10, after a warm-up) with the candidate order rotated. The rounds are
+//! taken round-major over the rows of every section: round 1 of every row,
+//! then round 2, … (see `WINDOW_BYTES`). A sample is one call, or for a row
+//! whose fastest candidate runs under 5 µs, as many back-to-back calls as make
+//! it last 5 µs.
 
 use super::model::{
     CandidateConfig, FixedGeometry, Meta, NamedMap, PlanInfo, RatioSpec, Report, RowResult,
@@ -311,7 +312,15 @@ impl Harness {
         specs.iter().map(|s| s.cases.len()).sum::<usize>() * self.cfg.rounds
     }
 
-    /// Runs every section; `progress` is called after every round.
+    /// Runs every section; `progress` is called once per row when it is
+    /// prepared and after each of its rounds.
+    ///
+    /// The rows of all the sections are prepared (inputs, plans, verification)
+    /// a window at a time, windows of at most `WINDOW_BYTES` of buffers (a
+    /// larger row is a window of its own); then round 1 of every row of the
+    /// window is timed, then round 2, and so on, so a row's rounds are spread
+    /// over the whole window (tens of seconds for the seed's sections) rather
+    /// than taken within a few milliseconds. See `WINDOW_BYTES` for why.
     pub fn run(
         &self,
         specs: &[SectionSpec],
@@ -326,10 +335,35 @@ impl Harness {
         } else {
             CallerPin::none()
         };
-        let mut sections = Vec::with_capacity(specs.len());
-        for s in specs {
-            sections.push(self.run_section(s, progress)?);
+        let mut rows: Vec<Vec<RowResult>> = specs
+            .iter()
+            .map(|s| Vec::with_capacity(s.cases.len()))
+            .collect();
+        let mut window: Vec<RowRun> = Vec::new();
+        let mut bytes = 0usize;
+        for (section, spec) in specs.iter().enumerate() {
+            for (op, shape) in &spec.cases {
+                let need = row_bytes(*op, shape);
+                if !window.is_empty() && bytes + need > WINDOW_BYTES {
+                    self.time_window(specs, std::mem::take(&mut window), &mut rows, progress)?;
+                    bytes = 0;
+                }
+                let row = self.prepare_row(spec, section, *op, shape)?;
+                progress(Progress {
+                    section: &spec.name,
+                    row: &row.label,
+                    round: 0,
+                });
+                window.push(row);
+                bytes += need;
+            }
         }
+        self.time_window(specs, window, &mut rows, progress)?;
+        let mut sections: Vec<SectionResult> = specs
+            .iter()
+            .zip(rows)
+            .map(|(spec, rows)| section_result(spec, rows))
+            .collect();
         // Every row carries every strategy's plan as the planner ends the run
         // (refined and tuned plans included).
         for sec in &mut sections {
@@ -347,58 +381,6 @@ impl Harness {
                 ..self.meta()
             },
             sections,
-        })
-    }
-
-    /// Runs one section. Its rows are prepared (inputs, plans, verification)
-    /// a window at a time, windows of at most `WINDOW_BYTES` of buffers (a
-    /// larger row is a window of its own); then round 1 of every row of the
-    /// window is timed, then round 2, and so on, so a row's rounds are spread
-    /// over the whole window (seconds) rather than taken within a few
-    /// milliseconds. See `WINDOW_BYTES` for why.
-    pub fn run_section(
-        &self,
-        spec: &SectionSpec,
-        progress: &mut dyn FnMut(Progress<'_>),
-    ) -> Result<SectionResult> {
-        spec.check()?;
-        let mut rows = Vec::with_capacity(spec.cases.len());
-        let mut window: Vec<RowRun> = Vec::new();
-        let mut bytes = 0usize;
-        for (op, shape) in &spec.cases {
-            let need = row_bytes(*op, shape);
-            if !window.is_empty() && bytes + need > WINDOW_BYTES {
-                rows.extend(self.time_window(spec, std::mem::take(&mut window), progress)?);
-                bytes = 0;
-            }
-            let row = self.prepare_row(spec, *op, shape)?;
-            progress(Progress {
-                section: &spec.name,
-                row: &row.label,
-                round: 0,
-            });
-            window.push(row);
-            bytes += need;
-        }
-        rows.extend(self.time_window(spec, window, progress)?);
-        let fixed = match &spec.candidates {
-            CandidateSet::FixedGrain { config, .. } => Some(FixedGeometry {
-                local: config.local,
-                block: config.block,
-            }),
-            CandidateSet::Strategies(_) => None,
-        };
-        Ok(SectionResult {
-            name: spec.name.clone(),
-            candidates: spec.candidate_names(),
-            ratio: RatioSpec {
-                num: spec.ratio.0.clone(),
-                den: spec.ratio.1.clone(),
-            },
-            requires_identical: spec.requires_identical,
-            fixed,
-            prediction: None,
-            rows,
         })
     }
 
@@ -494,33 +476,42 @@ impl Harness {
     }
 
     /// Times the rounds of a window of prepared rows round-major (round 1 of
-    /// every row, then round 2, …) and returns their results.
+    /// every row, then round 2, …) and appends each row's result to its
+    /// section's `rows`.
     fn time_window(
         &self,
-        spec: &SectionSpec,
+        specs: &[SectionSpec],
         mut window: Vec<RowRun>,
+        rows: &mut [Vec<RowResult>],
         progress: &mut dyn FnMut(Progress<'_>),
-    ) -> Result<Vec<RowResult>> {
+    ) -> Result<()> {
         for round in 0..self.cfg.rounds {
             for row in &mut window {
                 self.time_round(row, round)?;
                 progress(Progress {
-                    section: &spec.name,
+                    section: &specs[row.section].name,
                     row: &row.label,
                     round: round + 1,
                 });
             }
         }
-        window
-            .into_iter()
-            .map(|row| self.finish_row(spec, row))
-            .collect()
+        for row in window {
+            let section = row.section;
+            rows[section].push(self.finish_row(&specs[section], row)?);
+        }
+        Ok(())
     }
 
     /// Prepares a row: its inputs, its candidates' plans (refinement and the
     /// oracle search run here), one verification launch per candidate, the
     /// warm-up and the probe that sets its calls per sample.
-    fn prepare_row(&self, spec: &SectionSpec, op: Op, shape: &Shape) -> Result<RowRun> {
+    fn prepare_row(
+        &self,
+        spec: &SectionSpec,
+        section: usize,
+        op: Op,
+        shape: &Shape,
+    ) -> Result<RowRun> {
         let rt = &self.runtime;
         let names = spec.candidate_names();
         let label = format!("{op} {}", super::model::shape_label(&shape.dims()));
@@ -584,6 +575,7 @@ impl Harness {
         // 1 when no candidate runs (`calls_for` of an infinite call).
         let per_sample = calls_for(fastest_us, SAMPLE_US);
         Ok(RowRun {
+            section,
             op,
             shape: *shape,
             label,
@@ -790,23 +782,25 @@ pub(crate) const TURN_SAMPLES: usize = 10;
 /// per sample.
 const PROBE_CALLS: usize = 5;
 
-/// The most bytes of inputs and outputs held by the rows of one window of a
-/// section, whose rounds are timed round-major. The host's slow phases (the
-/// caller's calls 1.5× slower, or helpers late) last 50–500 ms and cover
-/// 15–25 % of the time (a 0.6 µs launch timed in 50 ms windows for 20 s,
-/// AMD EPYC, 2 vCPUs, 2026-12-07): a row whose rounds are all taken within a
-/// few milliseconds lands in one phase, and where its candidates feel the
-/// phase differently, every round of it pairs at the same skewed ratio
-/// (1.19 for all 7 rounds of a 0.8 µs row). Rounds a full pass of the window
-/// apart (about 2 s in the seed's sections) meet the phases independently,
-/// and the median round is the typical one; phases of 10 s or more still
-/// cover most of a window's rounds. 1 GiB holds all the rows of any one of
-/// the seed's sections.
-const WINDOW_BYTES: usize = 1 << 30;
+/// The most bytes of inputs and outputs held by the rows of one window, whose
+/// rounds are timed round-major. The host's slow phases (the caller's calls
+/// 1.5× slower, or helpers late) last 50–500 ms and cover 15–25 % of the time
+/// (a 0.6 µs launch timed in 50 ms windows for 20 s, AMD EPYC, 2 vCPUs,
+/// 2026-12-07): a row whose rounds are all taken within a few milliseconds
+/// lands in one phase, and where its candidates feel the phase differently,
+/// every round of it pairs at the same skewed ratio (1.19 for all 7 rounds of
+/// a 0.8 µs row). Rounds a full pass of the window apart meet the phases
+/// independently, and the median round is the typical one. Phases of 10 s or
+/// more also occur: with a window per section (a pass of about 2 s), rows
+/// read 1.24 in five rounds of seven, so the window spans the sections, and
+/// 2 GiB holds every row of the seed's four (a pass of about 8 s).
+const WINDOW_BYTES: usize = 2 << 30;
 
 /// A row between its preparation and its result: inputs, plans, what the
 /// verification found, and the round p50s timed so far.
 struct RowRun {
+    /// Its section's index in the specs of the run.
+    section: usize,
     op: Op,
     shape: Shape,
     label: String,
@@ -839,6 +833,30 @@ fn row_bytes(op: Op, shape: &Shape) -> usize {
 /// One geometry and grain per launch of a graph.
 type GraphPlan = Vec<(LaunchConfig, Grain)>;
 
+/// A section's result from its rows' results, in the order of its cases
+/// (`prediction` is filled in once the planner's final plans are known).
+fn section_result(spec: &SectionSpec, rows: Vec<RowResult>) -> SectionResult {
+    let fixed = match &spec.candidates {
+        CandidateSet::FixedGrain { config, .. } => Some(FixedGeometry {
+            local: config.local,
+            block: config.block,
+        }),
+        CandidateSet::Strategies(_) => None,
+    };
+    SectionResult {
+        name: spec.name.clone(),
+        candidates: spec.candidate_names(),
+        ratio: RatioSpec {
+            num: spec.ratio.0.clone(),
+            den: spec.ratio.1.clone(),
+        },
+        requires_identical: spec.requires_identical,
+        fixed,
+        prediction: None,
+        rows,
+    }
+}
+
 fn candidate_config(c: LaunchConfig, g: Grain) -> CandidateConfig {
     CandidateConfig {
         local: c.local,
@@ -853,16 +871,18 @@ mod tests {
     use crate::bench::suites::seed_cases;
 
     #[test]
-    fn the_seed_sections_each_fit_one_window() {
+    fn the_seed_sections_fit_one_window() {
         let sections = [
             Suite::Pilot.cases(),
             Suite::Validation.cases(),
             Suite::FixedGrain.cases(),
             seed_cases(),
         ];
-        for cases in sections {
-            let bytes: usize = cases.iter().map(|(op, shape)| row_bytes(*op, shape)).sum();
-            assert!(bytes < WINDOW_BYTES, "{bytes} bytes");
-        }
+        let bytes: usize = sections
+            .iter()
+            .flatten()
+            .map(|(op, shape)| row_bytes(*op, shape))
+            .sum();
+        assert!(bytes < WINDOW_BYTES, "{bytes} bytes");
     }
 }

@@ -81,8 +81,8 @@ impl Lang {
                  per candidate per row (a sample is one call, or, in a row whose calls are under \
                  {} µs, as many back-to-back calls as last {} µs; a time is per call), candidates \
                  interleaved in turns of up to {} samples with the order rotated every round, \
-                 after {} warm-up calls each; a section's rows are timed round by round (round 1 \
-                 of every row, then round 2, …), so a row's rounds lie seconds apart. Backend {}; \
+                 after {} warm-up calls each; the rows of all the sections are timed round by round \
+                 (round 1 of every row, then round 2, …), so a row's rounds lie seconds apart. Backend {}; \
                  CPU: {}; ISA: {}.",
                 m.workers_granted,
                 m.workers_requested,
@@ -100,7 +100,7 @@ impl Lang {
             Lang::Zh => format!(
                 "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 个计时样本\
                  （一个样本为一次调用；若该行的调用短于 {} µs，则为持续 {} µs 的连续多次调用；时间均按每次调用计），\
-                 候选以每次最多 {} 个样本交替执行、每轮轮换顺序，每轮计时前各预热 {} 次；同一部分的各行按轮次交替计时\
+                 候选以每次最多 {} 个样本交替执行、每轮轮换顺序，每轮计时前各预热 {} 次；所有部分的各行按轮次交替计时\
                  （先测所有行的第 1 轮，再测第 2 轮……），故同一行的各轮相隔数秒。后端 {}；CPU：{}；ISA：{}。",
                 m.workers_granted,
                 m.workers_requested,
