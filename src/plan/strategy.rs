@@ -227,8 +227,25 @@ const ACCUMULATORS_TOLERANCE: f64 = 0.02;
 /// as two chunks (legacy) and 1423–1461 µs as 8 to 128 tasks (9 interleaved
 /// rounds), in others the two were level; one full bench read auto / oracle
 /// 1.15–1.17 on four large rows where auto ran legacy or two-task plans and
-/// the oracle many tasks. Refinement still measures legacy and coarser grains.
+/// the oracle many tasks. Refinement still measures legacy and coarser grains,
+/// except in launches above [`COARSE_SPLIT_MAX_ARRIVALS`].
 const MIN_TASKS_PER_WORKER: usize = 4;
+
+/// A launch that takes at least this many hot helper arrivals on the caller
+/// alone ([`CostModel::helper_arrival_us`]; 0.5–1.2 ms here, as calibrations
+/// put a helper's arrival at 1.0–2.5 µs) is refined among balanced splits
+/// only ([`MIN_TASKS_PER_WORKER`]): more tasks cost it nothing measurable,
+/// and a coarse split that won refinement's few milliseconds ends with
+/// whichever worker the host slows later. In one full
+/// bench, refinement had taken coarse splits (legacy's two chunks, or four
+/// tasks) for 7 launches of the 1024x4096 and 4096x1024 rows, and 6 of those
+/// rows read 1.03–1.14 of the oracle's fine splits, against 0.96–1.02 for
+/// the 5 large rows refined to balanced splits; in another, four tasks of
+/// swiglu 1024x4096 read 1.64. Coarse splits of the 257x1538 rows (40–220
+/// µs) read 0.99–1.01 (AMD EPYC, 2 workers, 2026-12-07). With this rule, 1 of
+/// 36 large rows read over 1.05 in three full benches, against 11 of 84 in
+/// seven without it.
+const COARSE_SPLIT_MAX_ARRIVALS: f64 = 500.0;
 
 /// Where a launch finds its inputs, which refinement needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -547,21 +564,33 @@ impl Planner {
         let local = whole.config.local;
         let free = local_is_free(p);
         let tiny = self.caller_only(&whole);
-        let balanced = |x: &Plan| {
-            let groups = p.groups(x.config.block);
-            let (tasks, _) = task_split(groups, x.grain, self.workers);
-            x.grain == Grain::Caller
-                || self.workers == 1
-                || tasks >= p.groups(1).min(MIN_TASKS_PER_WORKER * self.workers)
-        };
         let mut v = self.joint_space(p);
         v.retain(|x| {
-            (free || x.config.local == local) && (!tiny || x.grain == Grain::Caller) && balanced(x)
+            (free || x.config.local == local)
+                && (!tiny || x.grain == Grain::Caller)
+                && self.balanced(p, x)
         });
         if v.is_empty() {
             v.push(whole);
         }
         v
+    }
+
+    /// Whether plan `x` of launch `p` runs on the caller alone or gives every
+    /// worker [`MIN_TASKS_PER_WORKER`] tasks (or every row its own task).
+    fn balanced(&self, p: &LaunchProfile, x: &Plan) -> bool {
+        let (tasks, _) = task_split(p.groups(x.config.block), x.grain, self.workers);
+        x.grain == Grain::Caller
+            || self.workers == 1
+            || tasks >= p.groups(1).min(MIN_TASKS_PER_WORKER * self.workers)
+    }
+
+    /// Whether a launch whose [`Planner::auto_on_caller`] plan is `on_caller`
+    /// is long enough that refinement measures only balanced splits (see
+    /// [`COARSE_SPLIT_MAX_ARRIVALS`]).
+    fn long_launch(&self, on_caller: &Plan) -> bool {
+        self.workers > 1
+            && on_caller.predicted_us >= COARSE_SPLIT_MAX_ARRIVALS * self.model.helper_arrival_us
     }
 
     /// `auto`'s model choice before (or without) refinement.
@@ -625,12 +654,16 @@ impl Planner {
     /// halved and doubled; legacy, caller and tasks of half or twice the groups).
     /// A launch the model puts under half a hot helper's arrival on the caller
     /// keeps to the caller's plans here too, as in `Planner::auto_space`,
-    /// unless its inputs come from the pool.
+    /// unless its inputs come from the pool; a long one
+    /// (`COARSE_SPLIT_MAX_ARRIVALS`) to balanced splits.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let mut out = self.refinement_neighbourhood(p, whole);
         if inputs == InputsFrom::Caller && self.caller_only(&whole) {
             out.retain(|x| x.grain == Grain::Caller);
+        }
+        if self.long_launch(&whole) {
+            out.retain(|x| self.balanced(p, x));
         }
         out
     }
@@ -861,6 +894,36 @@ mod tests {
             slow > fast,
             "{slow} launches kept on the caller, {fast} with faster helpers"
         );
+    }
+
+    /// Refinement measures coarse splits (legacy's chunks, a few tasks) of the
+    /// seed's shorter launches, but only balanced splits of its long ones;
+    /// with one worker, every plan runs on the caller and none is dropped.
+    #[test]
+    fn refinement_keeps_long_launches_to_balanced_splits() {
+        let p = Planner::new(Backend::best(8), 2);
+        let (mut long, mut coarse) = (0, 0);
+        for (op, shape) in seed_cases() {
+            let profile = LaunchProfile::for_op(op, &shape).unwrap();
+            let cands = p.refinement_candidates(&profile, InputsFrom::Caller);
+            assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
+            let unbalanced = cands.iter().filter(|x| !p.balanced(&profile, x)).count();
+            if p.long_launch(&p.auto_on_caller(&profile)) {
+                long += 1;
+                assert_eq!(unbalanced, 0, "{op} {shape}: {cands:?}");
+                assert!(cands.len() > 1, "{op} {shape}: nothing to refine");
+            } else {
+                coarse += usize::from(unbalanced > 0);
+            }
+        }
+        assert!(long > 0, "no seed launch is long");
+        assert!(
+            coarse > 0,
+            "no shorter seed launch has a coarse alternative"
+        );
+        let one = Planner::new(Backend::best(8), 1);
+        let profile = LaunchProfile::for_op(Op::RmsNorm, &Shape::rows(1024, 4096)).unwrap();
+        assert!(!one.long_launch(&one.auto_on_caller(&profile)));
     }
 
     /// Only plans of more than one task on more than one worker hand off work.
