@@ -233,8 +233,9 @@ const MIN_TASKS_PER_WORKER: usize = 4;
 
 /// A launch that takes at least this many hot helper arrivals on the caller
 /// alone ([`CostModel::helper_arrival_us`]; 0.5–1.2 ms here, as calibrations
-/// put a helper's arrival at 1.0–2.5 µs) is refined among balanced splits
-/// only ([`MIN_TASKS_PER_WORKER`]): more tasks cost it nothing measurable,
+/// put a helper's arrival at 1.0–2.5 µs) is planned and refined among fine
+/// splits only ([`LONG_LAUNCH_TASKS_PER_WORKER`]): more tasks cost it nothing
+/// measurable,
 /// and a coarse split that won refinement's few milliseconds ends with
 /// whichever worker the host slows later. In one full
 /// bench, refinement had taken coarse splits (legacy's two chunks, or four
@@ -246,6 +247,18 @@ const MIN_TASKS_PER_WORKER: usize = 4;
 /// 36 large rows read over 1.05 in three full benches, against 11 of 84 in
 /// seven without it.
 const COARSE_SPLIT_MAX_ARRIVALS: f64 = 500.0;
+
+/// The fewest tasks per worker of a pooled plan for a launch above
+/// [`COARSE_SPLIT_MAX_ARRIVALS`] (or a task per row). The model prices a task
+/// (0.01–0.03 µs here) and not the end of a launch that waits for a slowed
+/// worker's last task, so it takes the coarsest split it is allowed: with
+/// [`MIN_TASKS_PER_WORKER`], masked_softmax 65536x64 ran as 8 tasks of
+/// 8192 rows (about 600 µs each) and read 1.072 (1.015–1.090) of the oracle's
+/// 128 tasks with fusion off and 1.059 (1.039–1.120) against 256 with fusion
+/// on, 7 paired rounds each. At 32 per worker the tasks of a 0.7 ms launch on
+/// two workers cost about 2 µs together and a slowed worker's last task holds
+/// the launch up by at most 1/32 of its share (AMD EPYC, 2 vCPUs, 2026-12-07).
+const LONG_LAUNCH_TASKS_PER_WORKER: usize = 32;
 
 /// Where a launch finds its inputs, which refinement needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -559,16 +572,17 @@ impl Planner {
     /// the caller's plans for a launch the model puts under
     /// [`CALLER_ONLY_ARRIVALS`] of a helper's arrival on the caller
     /// ([`Planner::caller_only`]); and of the pool's plans, those with
-    /// [`MIN_TASKS_PER_WORKER`] tasks per worker (or a task per row).
+    /// [`Planner::min_tasks`] tasks.
     fn auto_space(&self, p: &LaunchProfile, whole: Plan) -> Vec<Plan> {
         let local = whole.config.local;
         let free = local_is_free(p);
         let tiny = self.caller_only(&whole);
+        let min_tasks = self.min_tasks(p, &whole);
         let mut v = self.joint_space(p);
         v.retain(|x| {
             (free || x.config.local == local)
                 && (!tiny || x.grain == Grain::Caller)
-                && self.balanced(p, x)
+                && self.balanced(p, x, min_tasks)
         });
         if v.is_empty() {
             v.push(whole);
@@ -576,18 +590,29 @@ impl Planner {
         v
     }
 
-    /// Whether plan `x` of launch `p` runs on the caller alone or gives every
-    /// worker [`MIN_TASKS_PER_WORKER`] tasks (or every row its own task).
-    fn balanced(&self, p: &LaunchProfile, x: &Plan) -> bool {
+    /// The fewest tasks of `auto`'s pooled plans for launch `p`, whose
+    /// [`Planner::auto_on_caller`] plan is `whole`: [`MIN_TASKS_PER_WORKER`]
+    /// per worker, [`LONG_LAUNCH_TASKS_PER_WORKER`] in a long launch
+    /// ([`Planner::long_launch`]), or a task per row where there are fewer.
+    fn min_tasks(&self, p: &LaunchProfile, whole: &Plan) -> usize {
+        let per_worker = if self.long_launch(whole) {
+            LONG_LAUNCH_TASKS_PER_WORKER
+        } else {
+            MIN_TASKS_PER_WORKER
+        };
+        p.groups(1).min(per_worker * self.workers)
+    }
+
+    /// Whether plan `x` of launch `p` runs on the caller alone or cuts the
+    /// launch into at least `min_tasks` tasks ([`Planner::min_tasks`]).
+    fn balanced(&self, p: &LaunchProfile, x: &Plan, min_tasks: usize) -> bool {
         let (tasks, _) = task_split(p.groups(x.config.block), x.grain, self.workers);
-        x.grain == Grain::Caller
-            || self.workers == 1
-            || tasks >= p.groups(1).min(MIN_TASKS_PER_WORKER * self.workers)
+        x.grain == Grain::Caller || self.workers == 1 || tasks >= min_tasks
     }
 
     /// Whether a launch whose [`Planner::auto_on_caller`] plan is `on_caller`
-    /// is long enough that refinement measures only balanced splits (see
-    /// [`COARSE_SPLIT_MAX_ARRIVALS`]).
+    /// is long enough that `auto` plans and refinement measures only fine
+    /// splits (see [`COARSE_SPLIT_MAX_ARRIVALS`]).
     fn long_launch(&self, on_caller: &Plan) -> bool {
         self.workers > 1
             && on_caller.predicted_us >= COARSE_SPLIT_MAX_ARRIVALS * self.model.helper_arrival_us
@@ -655,7 +680,7 @@ impl Planner {
     /// A launch the model puts under half a hot helper's arrival on the caller
     /// keeps to the caller's plans here too, as in `Planner::auto_space`,
     /// unless its inputs come from the pool; a long one
-    /// (`COARSE_SPLIT_MAX_ARRIVALS`) to balanced splits.
+    /// (`COARSE_SPLIT_MAX_ARRIVALS`) to splits of `Planner::min_tasks` tasks.
     pub fn refinement_candidates(&self, p: &LaunchProfile, inputs: InputsFrom) -> Vec<Plan> {
         let whole = self.auto_on_caller(p);
         let mut out = self.refinement_neighbourhood(p, whole);
@@ -663,7 +688,8 @@ impl Planner {
             out.retain(|x| x.grain == Grain::Caller);
         }
         if self.long_launch(&whole) {
-            out.retain(|x| self.balanced(p, x));
+            let min_tasks = self.min_tasks(p, &whole);
+            out.retain(|x| self.balanced(p, x, min_tasks));
         }
         out
     }
@@ -907,8 +933,13 @@ mod tests {
             let profile = LaunchProfile::for_op(op, &shape).unwrap();
             let cands = p.refinement_candidates(&profile, InputsFrom::Caller);
             assert_eq!(cands[0], p.auto_plan(&profile), "{op} {shape}");
-            let unbalanced = cands.iter().filter(|x| !p.balanced(&profile, x)).count();
-            if p.long_launch(&p.auto_on_caller(&profile)) {
+            let whole = p.auto_on_caller(&profile);
+            let min_tasks = p.min_tasks(&profile, &whole);
+            let unbalanced = cands
+                .iter()
+                .filter(|x| !p.balanced(&profile, x, min_tasks))
+                .count();
+            if p.long_launch(&whole) {
                 long += 1;
                 assert_eq!(unbalanced, 0, "{op} {shape}: {cands:?}");
                 assert!(cands.len() > 1, "{op} {shape}: nothing to refine");
@@ -946,25 +977,35 @@ mod tests {
     }
 
     /// `auto`'s model plan on the pool cuts the launch into at least
-    /// `MIN_TASKS_PER_WORKER` tasks per worker, or a task per row.
+    /// `MIN_TASKS_PER_WORKER` tasks per worker, a long launch into
+    /// `LONG_LAUNCH_TASKS_PER_WORKER`, or a task per row.
     #[test]
     fn auto_gives_every_worker_several_tasks() {
+        let mut cases = seed_cases();
+        cases.push((Op::MaskedSoftmax, Shape::rows(65536, 64)));
         for workers in [2, 3, 8] {
             let p = Planner::new(Backend::best(8), workers);
-            let mut pooled = 0;
-            for (op, shape) in seed_cases() {
-                let profile = LaunchProfile::for_op(op, &shape).unwrap();
+            let (mut pooled, mut long) = (0, 0);
+            for (op, shape) in &cases {
+                let profile = LaunchProfile::for_op(*op, shape).unwrap();
                 let plan = p.auto_plan(&profile);
                 if plan.grain == Grain::Caller {
                     continue;
                 }
                 pooled += 1;
+                let per_worker = if p.long_launch(&p.auto_on_caller(&profile)) {
+                    long += 1;
+                    LONG_LAUNCH_TASKS_PER_WORKER
+                } else {
+                    MIN_TASKS_PER_WORKER
+                };
                 let groups = profile.groups(plan.config.block);
                 let (tasks, _) = task_split(groups, plan.grain, workers);
-                let want = profile.groups(1).min(MIN_TASKS_PER_WORKER * workers);
+                let want = profile.groups(1).min(per_worker * workers);
                 assert!(tasks >= want, "{op} {shape}, {workers} workers: {plan:?}");
             }
             assert!(pooled > 0, "no seed row is pooled with {workers} workers");
+            assert!(long > 0, "no pooled row is long with {workers} workers");
         }
     }
 
