@@ -410,16 +410,21 @@ impl<'a> NodeLaunch<'a> {
     /// Runs work-group `group`, writing `out` (exactly `tiling().span(group)`).
     #[inline]
     pub fn run_group(&self, group: usize, out: &mut [f32]) {
+        // Each body is dispatched as a type of its own, so that each is
+        // compiled as a function of its own per backend: in one function, all
+        // of them took most of the release build (see `Packet::outline`).
+        let b = self.backend;
         match &self.body {
             Body::Op(p) => p.run_group(group, out),
-            _ => dispatch(
-                self.backend,
-                Group {
-                    launch: self,
-                    group,
-                    out: &mut *out,
-                },
-            ),
+            Body::Map(expr, src) => dispatch(b, self.group(group, out, MapRows(expr, *src))),
+            Body::Compiled(map, inputs) => {
+                dispatch(b, self.group(group, out, CompiledRows(*map, *inputs)))
+            }
+            Body::Softmax(expr, src) => {
+                dispatch(b, self.group(group, out, SoftmaxRows(*expr, *src)))
+            }
+            Body::Scores(a, q, k) => dispatch(b, self.group(group, out, Scores(a, q, k))),
+            Body::ProbsV(a, probs, v) => dispatch(b, self.group(group, out, ProbsV(a, probs, v))),
         }
         if let Some((expr, src, sched)) = &self.epilogue {
             dispatch(
@@ -434,58 +439,133 @@ impl<'a> NodeLaunch<'a> {
             );
         }
     }
+
+    /// Work-group `group` of this launch, running `body` into `out`.
+    fn group<'l, 'o, B>(
+        &'l self,
+        group: usize,
+        out: &'o mut [f32],
+        body: B,
+    ) -> Group<'l, 'a, 'o, B> {
+        Group {
+            launch: self,
+            group,
+            out,
+            body,
+        }
+    }
 }
 
-struct Group<'l, 'a, 'o> {
+/// One work-group of a launch whose body is `B`, one of the types below.
+struct Group<'l, 'a, 'o, B> {
     launch: &'l NodeLaunch<'a>,
     group: usize,
     out: &'o mut [f32],
+    body: B,
 }
 
-impl WithPacket for Group<'_, '_, '_> {
+impl<'l, B> Group<'l, '_, '_, B> {
+    /// Row length, schedule and global rows of the group.
+    #[inline(always)]
+    fn rows(&self) -> (usize, &'l RowSchedule, std::ops::Range<usize>) {
+        let l = self.launch;
+        (
+            l.tiling.row_len(),
+            &l.sched,
+            l.tiling.global_rows(self.group),
+        )
+    }
+}
+
+/// [`Body::Map`]: an expression through the interpreter.
+struct MapRows<'e>(&'e Expr, Sources<'e>);
+
+impl WithPacket for Group<'_, '_, '_, MapRows<'_>> {
     type Output = ();
     #[inline(always)]
     fn run<P: Packet>(self, p: P) {
-        let l = self.launch;
-        let (t, sched) = (&l.tiling, &l.sched);
-        let len = t.row_len();
-        let rows = t.global_rows(self.group);
-        match &l.body {
-            Body::Op(_) => unreachable!("operator kernels dispatch themselves"),
-            Body::Map(expr, src) => {
+        let (len, sched, rows) = self.rows();
+        let MapRows(expr, src) = self.body;
+        let mut regs = kernels::regs(p);
+        for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+            kernels::map_row(p, sched, expr, src, r, y, &mut regs);
+        }
+    }
+}
+
+/// [`Body::Compiled`]: a compiled one-function map and its inputs.
+struct CompiledRows<'e>(kernels::CompiledMap, [&'e [f32]; 2]);
+
+impl WithPacket for Group<'_, '_, '_, CompiledRows<'_>> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let (len, sched, rows) = self.rows();
+        let CompiledRows(map, inputs) = self.body;
+        for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
+            kernels::compiled_row(p, sched, map, inputs, r, y);
+        }
+    }
+}
+
+/// [`Body::Softmax`]: a row softmax of an expression's rows, or of a tensor's.
+struct SoftmaxRows<'e>(Option<&'e Expr>, Sources<'e>);
+
+impl WithPacket for Group<'_, '_, '_, SoftmaxRows<'_>> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let (len, sched, rows) = self.rows();
+        match self.body {
+            SoftmaxRows(Some(expr), src) => {
                 let mut regs = kernels::regs(p);
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::map_row(p, sched, expr, *src, r, y, &mut regs);
-                }
-            }
-            Body::Compiled(map, inputs) => {
-                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::compiled_row(p, sched, *map, *inputs, r, y);
-                }
-            }
-            Body::Softmax(Some(expr), src) => {
-                let mut regs = kernels::regs(p);
-                for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
-                    kernels::map_row(p, sched, expr, *src, r, y, &mut regs);
+                    kernels::map_row(p, sched, expr, src, r, y, &mut regs);
                     softmax_row(p, sched, Logits(None), y);
                 }
             }
-            Body::Softmax(None, src) => {
+            SoftmaxRows(None, src) => {
                 let x = src.tensors[0];
                 for (y, r) in self.out.chunks_exact_mut(len).zip(rows) {
                     let logits = Logits(Some(&x[r * len..(r + 1) * len]));
                     softmax_row(p, sched, logits, y);
                 }
             }
-            Body::Scores(a, q, k) => {
-                let (segment, q_rows) = t.group_rows(self.group);
-                kernels::scores_group(p, a, l.mode, (q, k), segment, q_rows, self.out);
-            }
-            Body::ProbsV(a, probs, v) => {
-                let (segment, q_rows) = t.group_rows(self.group);
-                kernels::probs_v_group(p, a, l.mode, (probs, v), segment, q_rows, self.out);
-            }
         }
+    }
+}
+
+/// [`Body::Scores`]: attention's scaled, masked scores.
+struct Scores<'e>(&'e AttnShape, &'e [f32], &'e [f32]);
+
+impl WithPacket for Group<'_, '_, '_, Scores<'_>> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let Scores(a, q, k) = self.body;
+        let (segment, q_rows) = self.launch.tiling.group_rows(self.group);
+        kernels::scores_group(p, a, self.launch.mode, (q, k), segment, q_rows, self.out);
+    }
+}
+
+/// [`Body::ProbsV`]: attention's probabilities times V.
+struct ProbsV<'e>(&'e AttnShape, &'e [f32], &'e [f32]);
+
+impl WithPacket for Group<'_, '_, '_, ProbsV<'_>> {
+    type Output = ();
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) {
+        let ProbsV(a, probs, v) = self.body;
+        let (segment, q_rows) = self.launch.tiling.group_rows(self.group);
+        kernels::probs_v_group(
+            p,
+            a,
+            self.launch.mode,
+            (probs, v),
+            segment,
+            q_rows,
+            self.out,
+        );
     }
 }
 

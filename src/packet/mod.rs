@@ -206,6 +206,16 @@ pub trait Packet: Copy + Send + Sync + 'static {
     /// Per lane `if m { a } else { b }`.
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
 
+    /// Runs `k` with this backend in a function of its own, never inlined,
+    /// compiled with the backend's target features; costs one call. Kernels are
+    /// inlined whole into their entry point, and LLVM's loop passes take time
+    /// quadratic in the size of one function: [`dispatch`] runs each scalar
+    /// width through `outline`, and a kernel with many large variants can run
+    /// each through it, so that no function holds them all. (One function that
+    /// held every graph kernel at the three scalar widths took most of the
+    /// library's hour-long release build.)
+    fn outline<K: WithPacket>(self, k: K) -> K::Output;
+
     /// Sum of the lanes, upper half onto lower half until one lane is left.
     fn reduce_add(self, a: Self::V) -> f32;
     /// Maximum of the lanes, with the same tree as [`Packet::reduce_add`].
@@ -363,9 +373,10 @@ pub fn publish_streamed_stores() {
 #[inline]
 pub fn dispatch<K: WithPacket>(b: Backend, k: K) -> K::Output {
     match b.0 {
-        Kind::Scalar4 => k.run(scalar::Scalar::<4>::new()),
-        Kind::Scalar8 => k.run(scalar::Scalar::<8>::new()),
-        Kind::Scalar16 => k.run(scalar::Scalar::<16>::new()),
+        // Each width in a function of its own (see `Packet::outline`).
+        Kind::Scalar4 => scalar::Scalar::<4>::new().outline(k),
+        Kind::Scalar8 => scalar::Scalar::<8>::new().outline(k),
+        Kind::Scalar16 => scalar::Scalar::<16>::new().outline(k),
         #[cfg(target_arch = "x86_64")]
         Kind::Sse41 => x86::run_sse41(k),
         #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //! semantics of the SIMD backends (fused multiply-add, x86 min/max, the same
 //! reduction tree). It runs wherever Rust runs and serves tests as a second opinion.
 
-use super::Packet;
+use super::{Packet, WithPacket};
 
 /// Scalar packets of `W` lanes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,6 +36,12 @@ fn tree<const W: usize>(a: [f32; W], f: impl Fn(f32, f32) -> f32) -> f32 {
         }
     }
     v[0]
+}
+
+/// [`Packet::outline`] of the scalar backend.
+#[inline(never)]
+fn outlined<K: WithPacket, const W: usize>(k: K, p: Scalar<W>) -> K::Output {
+    k.run(p)
 }
 
 fn pow2i(n: i32) -> f32 {
@@ -180,6 +186,10 @@ impl<const W: usize> Packet for Scalar<W> {
     #[inline(always)]
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V {
         std::array::from_fn(|i| if m[i] { a[i] } else { b[i] })
+    }
+    #[inline(always)]
+    fn outline<K: WithPacket>(self, k: K) -> K::Output {
+        outlined(k, self)
     }
     #[inline(always)]
     fn reduce_add(self, a: Self::V) -> f32 {

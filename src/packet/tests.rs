@@ -623,3 +623,56 @@ fn lane_bits_number_the_lanes_from_bit_zero() {
         }
     }
 }
+
+/// An exp of every lane of `x`, written to `y`, and the backend's name.
+struct Exps<'a> {
+    x: &'a [f32],
+    y: &'a mut [f32],
+}
+
+impl WithPacket for Exps<'_> {
+    type Output = &'static str;
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) -> &'static str {
+        for (x, y) in self.x.chunks_exact(P::W).zip(self.y.chunks_exact_mut(P::W)) {
+            p.store(y, super::math::exp(p, p.load(x)));
+        }
+        P::NAME
+    }
+}
+
+/// Runs `Exps` through [`Packet::outline`] from inside the backend.
+struct Outlined<'a>(Exps<'a>);
+
+impl WithPacket for Outlined<'_> {
+    type Output = &'static str;
+    #[inline(always)]
+    fn run<P: Packet>(self, p: P) -> &'static str {
+        p.outline(self.0)
+    }
+}
+
+#[test]
+fn outline_runs_the_same_backend_with_the_same_bits() {
+    let x: Vec<f32> = (0..64).map(|i| (i as f32 - 32.0) * 0.73).collect();
+    for b in test_backends() {
+        let (mut inline, mut outlined) = (vec![0.0; 64], vec![0.0; 64]);
+        let name = dispatch(
+            b,
+            Exps {
+                x: &x,
+                y: &mut inline,
+            },
+        );
+        let outlined_name = dispatch(
+            b,
+            Outlined(Exps {
+                x: &x,
+                y: &mut outlined,
+            }),
+        );
+        assert_eq!((name, outlined_name), (b.name(), b.name()));
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&inline), bits(&outlined), "{}", b.name());
+    }
+}

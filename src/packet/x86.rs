@@ -54,14 +54,17 @@ impl Avx512 {
     }
 }
 
+#[inline(never)]
 #[target_feature(enable = "sse4.1,fma")]
 fn sse41_entry<K: WithPacket>(k: K, p: Sse41) -> K::Output {
     k.run(p)
 }
+#[inline(never)]
 #[target_feature(enable = "avx2,fma")]
 fn avx2_entry<K: WithPacket>(k: K, p: Avx2) -> K::Output {
     k.run(p)
 }
+#[inline(never)]
 #[target_feature(enable = "avx512f,avx2,fma")]
 fn avx512_entry<K: WithPacket>(k: K, p: Avx512) -> K::Output {
     k.run(p)
@@ -296,6 +299,11 @@ impl Packet for Sse41 {
     #[inline(always)]
     fn select(self, m: __m128, a: __m128, b: __m128) -> __m128 {
         feature_ops!(_mm_blendv_ps(b, a, m))
+    }
+    #[inline(always)]
+    fn outline<K: WithPacket>(self, k: K) -> K::Output {
+        // SAFETY: `self` exists, so the CPU has SSE4.1 and FMA.
+        unsafe { sse41_entry(k, self) }
     }
     #[inline(always)]
     fn reduce_add(self, a: __m128) -> f32 {
@@ -547,6 +555,11 @@ impl Packet for Avx2 {
         feature_ops!(_mm256_blendv_ps(b, a, m))
     }
     #[inline(always)]
+    fn outline<K: WithPacket>(self, k: K) -> K::Output {
+        // SAFETY: `self` exists, so the CPU has AVX2 and FMA.
+        unsafe { avx2_entry(k, self) }
+    }
+    #[inline(always)]
     fn reduce_add(self, a: __m256) -> f32 {
         feature_ops!({
             let h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
@@ -786,6 +799,11 @@ impl Packet for Avx512 {
     #[inline(always)]
     fn select(self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
         feature_ops!(_mm512_mask_blend_ps(m, b, a))
+    }
+    #[inline(always)]
+    fn outline<K: WithPacket>(self, k: K) -> K::Output {
+        // SAFETY: `self` exists, so the CPU has AVX-512F, AVX2 and FMA.
+        unsafe { avx512_entry(k, self) }
     }
     #[inline(always)]
     fn reduce_add(self, a: __m512) -> f32 {
