@@ -73,23 +73,23 @@ fn avx512_entry<K: WithPacket>(k: K, p: Avx512) -> K::Output {
 /// Runs `k` with the SSE4.1 backend. Only called for a detected [`super::Backend`].
 #[inline]
 pub(super) fn run_sse41<K: WithPacket>(k: K) -> K::Output {
-    let p = Sse41::detect().expect("Backend holds a detected SSE4.1 CPU");
-    // SAFETY: `p` exists, so the CPU has SSE4.1 and FMA.
-    unsafe { sse41_entry(k, p) }
+    Sse41::detect()
+        .expect("Backend holds a detected SSE4.1 CPU")
+        .outline(k)
 }
 /// Runs `k` with the AVX2 backend. Only called for a detected [`super::Backend`].
 #[inline]
 pub(super) fn run_avx2<K: WithPacket>(k: K) -> K::Output {
-    let p = Avx2::detect().expect("Backend holds a detected AVX2 CPU");
-    // SAFETY: `p` exists, so the CPU has AVX2 and FMA.
-    unsafe { avx2_entry(k, p) }
+    Avx2::detect()
+        .expect("Backend holds a detected AVX2 CPU")
+        .outline(k)
 }
 /// Runs `k` with the AVX-512 backend. Only called for a detected [`super::Backend`].
 #[inline]
 pub(super) fn run_avx512<K: WithPacket>(k: K) -> K::Output {
-    let p = Avx512::detect().expect("Backend holds a detected AVX-512 CPU");
-    // SAFETY: `p` exists, so the CPU has AVX-512F, AVX2 and FMA.
-    unsafe { avx512_entry(k, p) }
+    Avx512::detect()
+        .expect("Backend holds a detected AVX-512 CPU")
+        .outline(k)
 }
 
 /// Orders this thread's earlier non-temporal stores before its later stores.
