@@ -574,6 +574,7 @@ impl Harness {
         }
         // 1 when no candidate runs (`calls_for` of an infinite call).
         let per_sample = calls_for(fastest_us, SAMPLE_US);
+        let per_turn = samples_per_turn(fastest_us * per_sample as f64);
         Ok(RowRun {
             section,
             op,
@@ -587,6 +588,7 @@ impl Harness {
             active,
             out,
             per_sample,
+            per_turn,
             hashes,
             variants,
             problems,
@@ -597,7 +599,7 @@ impl Harness {
 
     /// Times one round of a prepared row: the warm-up calls of every
     /// candidate (other rows ran since its last round), then every candidate
-    /// N samples, in turns of at most `TURN_SAMPLES`, the candidates' order
+    /// N samples, in turns of `per_turn` (at most `TURN_SAMPLES`), the candidates' order
     /// rotated per round.
     fn time_round(&self, row: &mut RowRun, round: usize) -> Result<()> {
         let rt = &self.runtime;
@@ -612,7 +614,7 @@ impl Harness {
             }
         }
         let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(self.cfg.reps); row.names.len()];
-        for samples in turns(self.cfg.reps, TURN_SAMPLES) {
+        for samples in turns(self.cfg.reps, row.per_turn) {
             for j in rotation(row.active.len(), round) {
                 let i = row.active[j];
                 let plans = row.resolved[i].as_ref().expect("active");
@@ -647,6 +649,7 @@ impl Harness {
             active,
             mut out,
             per_sample,
+            per_turn,
             p50s,
             hashes,
             variants,
@@ -741,6 +744,7 @@ impl Harness {
             ),
             launches: graph.launches(),
             calls_per_sample: per_sample,
+            samples_per_turn: per_turn,
             launch_configs: NamedMap(if graph.launches() > 1 {
                 names
                     .iter()
@@ -778,6 +782,28 @@ impl Harness {
 /// sees.
 pub(crate) const TURN_SAMPLES: usize = 10;
 
+/// The longest a turn lasts, µs, where a sample is long enough to cut turns
+/// short of [`TURN_SAMPLES`] (one sample at least). The host's slow phases
+/// last 50–500 ms (see [`WINDOW_BYTES`]); a turn of 10 calls of 1.5 ms is
+/// 15 ms, and a round of four candidates 300 ms, so a phase fell on one
+/// candidate's turns and not another's: two identical plans (joint_tasks and
+/// joint_legacy both legacy, local 32, block 2048) of rmsnorm 4096x1024 read
+/// round ratios 0.84–1.09 and a median of 1.067 in one bench, the round p50s
+/// of one plan 1357–1790 µs (AMD EPYC, 2 vCPUs, 2026-12-07). A call that long
+/// streams its data from memory, so the cache state the previous turn leaves
+/// hardly matters to it.
+pub(crate) const TURN_US: f64 = 1000.0;
+
+/// Samples per turn for a row whose samples last about `sample_us`: as many as
+/// fit in [`TURN_US`], between 1 and [`TURN_SAMPLES`].
+fn samples_per_turn(sample_us: f64) -> usize {
+    if sample_us.is_finite() && sample_us > 0.0 {
+        ((TURN_US / sample_us) as usize).clamp(1, TURN_SAMPLES)
+    } else {
+        TURN_SAMPLES
+    }
+}
+
 /// Calls per candidate, after the warm-up, whose median sets a row's calls
 /// per sample.
 const PROBE_CALLS: usize = 5;
@@ -814,6 +840,8 @@ struct RowRun {
     /// The output buffer every candidate writes (see `Harness::prepare_row`).
     out: crate::buffer::AlignedBuf,
     per_sample: usize,
+    /// Samples per turn ([`samples_per_turn`]).
+    per_turn: usize,
     /// Per candidate, one p50 per timed round.
     p50s: Vec<Vec<f64>>,
     hashes: Vec<Option<String>>,
@@ -884,5 +912,19 @@ mod tests {
             .map(|(op, shape)| row_bytes(*op, shape))
             .sum();
         assert!(bytes < WINDOW_BYTES, "{bytes} bytes");
+    }
+
+    #[test]
+    fn turns_last_about_a_millisecond_and_hold_one_sample_at_least() {
+        for (sample_us, want) in [
+            (5.0, TURN_SAMPLES),
+            (100.0, TURN_SAMPLES),
+            (250.0, 4),
+            (600.0, 1),
+            (1500.0, 1),
+            (f64::INFINITY, TURN_SAMPLES),
+        ] {
+            assert_eq!(samples_per_turn(sample_us), want, "{sample_us} µs");
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! The Chinese strings reproduce the seed report (../shared/seed/) verbatim
 //! where the seed has them: title, settings sentence, captions, column names.
 
-use super::harness::TURN_SAMPLES;
+use super::harness::{TURN_SAMPLES, TURN_US};
 use super::model::{Meta, SectionResult};
 use crate::bench::timing::SAMPLE_US;
 
@@ -80,7 +80,8 @@ impl Lang {
                 "Workers granted: {} of {} requested ({} cores). {} rounds × {} timed samples \
                  per candidate per row (a sample is one call, or, in a row whose calls are under \
                  {} µs, as many back-to-back calls as last {} µs; a time is per call), candidates \
-                 interleaved in turns of up to {} samples with the order rotated every round, \
+                 interleaved in turns of up to {} samples (as many as last {} µs where samples are longer, \
+                 one at least) with the order rotated every round, \
                  after {} warm-up calls each; the rows of all the sections are timed round by round \
                  (round 1 of every row, then round 2, …), so a row's rounds lie seconds apart. Backend {}; \
                  CPU: {}; ISA: {}.",
@@ -92,6 +93,7 @@ impl Lang {
                 SAMPLE_US,
                 SAMPLE_US,
                 TURN_SAMPLES,
+                TURN_US,
                 m.warmup,
                 m.backend,
                 m.cpu,
@@ -100,7 +102,7 @@ impl Lang {
             Lang::Zh => format!(
                 "实际获得 {} 个 workers（请求 {} 个，本机 {} 个核）。每行 {} 轮 × 每个候选每轮 {} 个计时样本\
                  （一个样本为一次调用；若该行的调用短于 {} µs，则为持续 {} µs 的连续多次调用；时间均按每次调用计），\
-                 候选以每次最多 {} 个样本交替执行、每轮轮换顺序，每轮计时前各预热 {} 次；所有部分的各行按轮次交替计时\
+                 候选以每次最多 {} 个样本交替执行（样本较长时每次为持续 {} µs 的样本数，至少 1 个）、每轮轮换顺序，每轮计时前各预热 {} 次；所有部分的各行按轮次交替计时\
                  （先测所有行的第 1 轮，再测第 2 轮……），故同一行的各轮相隔数秒。后端 {}；CPU：{}；ISA：{}。",
                 m.workers_granted,
                 m.workers_requested,
@@ -110,6 +112,7 @@ impl Lang {
                 SAMPLE_US,
                 SAMPLE_US,
                 TURN_SAMPLES,
+                TURN_US,
                 m.warmup,
                 m.backend,
                 m.cpu,

@@ -190,6 +190,10 @@ pub struct RowResult {
     /// the row: 1, or for a row whose fastest candidate runs under 5 µs,
     /// enough calls to last 5 µs.
     pub calls_per_sample: usize,
+    /// Samples a candidate takes in one turn of a round before the next
+    /// candidate's turn: 10, or as many as last about 1 ms where samples are
+    /// longer (at least 1).
+    pub samples_per_turn: usize,
     /// Every launch each candidate ran, in order (only when there are several).
     #[serde(skip_serializing_if = "NamedMap::is_empty")]
     pub launch_configs: NamedMap<Option<Vec<CandidateConfig>>>,
