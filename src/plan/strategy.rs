@@ -217,7 +217,30 @@ const CALLER_ONLY_ARRIVALS: f64 = 0.5;
 /// puts within 2 % measured within noise or favoured the larger: layernorm
 /// 4 against 8 accumulators 0–2 % apart, masked_softmax 2, 4 and 8 within
 /// 1.5 % (AMD EPYC, W8, caller, 2026-12-06).
+///
+/// The graph's own row softmax (the unfused chains') is the exception: there
+/// `auto` takes the *fewest* accumulators within the tolerance
+/// ([`fewest_accumulators_near_cheapest`]).
 const ACCUMULATORS_TOLERANCE: f64 = 0.02;
+
+/// Whether `auto` takes the fewest packet accumulators among those the
+/// model puts within [`ACCUMULATORS_TOLERANCE`] of the cheapest for launch
+/// `p` (else the most): for the graph's own row softmax. This host runs in
+/// phases of 0.1–10 s, one ~1.4× faster than the other
+/// (`examples/phases.rs`). In the fast phase that softmax costs the same with
+/// 1, 2 and 8 accumulators; in the slow one the whole row (8) costs 17–21 %
+/// more than local W (1): masked_softmax 3x1024 unfused, its softmax at local
+/// 1024 against 8, read 0.99–1.00 of it in every 100 ms window of the fast
+/// phase and 1.15–1.25 in the slow (129x768: 0.99 and 1.19; local 16 against
+/// 8: 0.99–1.00 in both, 32: 1.04). A calibration taken in the fast phase
+/// (a third of them) puts the four counts within 2 % with 8 the cheapest,
+/// and `auto` ran the whole row at 1.04–1.12× the oracle's local 8 or 16
+/// (3x1024, 129x768, 257x1538; AMD EPYC, W8, 2026-12-07). The row operators'
+/// own kernels keep the most: rmsnorm 32x1024's whole row ran 8–15 % faster
+/// than 2 accumulators in both phases.
+fn fewest_accumulators_near_cheapest(p: &LaunchProfile) -> bool {
+    p.op.is_none() && matches!(p.work, Work::Rows { reduce_passes, .. } if reduce_passes > 0)
+}
 
 /// `auto`'s pooled plans give every worker at least this many tasks (every
 /// row its own task when there are fewer rows): a static split ends with
@@ -528,9 +551,10 @@ impl Planner {
     }
 
     /// The whole launch `p` on the caller at the `local` that `auto` uses: the
-    /// one with the most packet accumulators among those whose compute the
-    /// model puts within [`ACCUMULATORS_TOLERANCE`] of the cheapest,
-    /// whatever the pool. (The launch's memory traffic is the same at every
+    /// one with the most packet accumulators (the fewest for the graph's own
+    /// softmax: [`fewest_accumulators_near_cheapest`]) among those whose
+    /// compute the model puts within [`ACCUMULATORS_TOLERANCE`] of the
+    /// cheapest, whatever the pool. (The launch's memory traffic is the same at every
     /// `local`: compared in the total, which a memory-bound launch flattens,
     /// rmsnorm's 2 accumulators, 40 % dearer in compute, came within 5 % of its
     /// 8 at 257x1538 and ran 13 % slower on 2 workers.) A row's reduction order
@@ -558,11 +582,13 @@ impl Planner {
             .collect();
         let cheapest = by_local.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
         let near = cheapest * (1.0 + ACCUMULATORS_TOLERANCE);
-        let local = by_local
-            .iter()
-            .rev()
-            .find(|x| x.1 <= near)
-            .map_or(by_local[0].0, |x| x.0);
+        let mut candidates = by_local.iter().filter(|x| x.1 <= near);
+        let chosen = if fewest_accumulators_near_cheapest(p) {
+            candidates.next()
+        } else {
+            candidates.next_back()
+        };
+        let local = chosen.map_or(by_local[0].0, |x| x.0);
         self.plan_of(p, LaunchConfig { local, block }, Grain::Caller)
     }
 
@@ -1041,6 +1067,45 @@ mod tests {
             assert_eq!(chosen.config.local, local, "{elem_ns:?}");
             assert_eq!(chosen.grain, Grain::Caller);
         }
+    }
+
+    /// The graph's own row softmax under `auto`: the fewest accumulators
+    /// whose compute the model puts within `ACCUMULATORS_TOLERANCE` of the
+    /// cheapest (a calibration in the host's fast phase puts the whole row
+    /// level with local W, and it runs ~20 % slower in the slow phase).
+    #[test]
+    fn auto_takes_the_fewest_accumulators_within_the_tolerance_for_the_graph_softmax() {
+        // An unfused chain's softmax: one input, one output, two reductions.
+        let profile = LaunchProfile::rows(64, 1024, 1024, 8.0, 12.0, 2);
+        assert!(fewest_accumulators_near_cheapest(&profile));
+        let b = Backend::best(8);
+        let w = b.width();
+        let planner = |softmax_elem_ns: [f64; 4]| {
+            let mut model = CostModel::default();
+            let wc = model.widths.iter_mut().find(|x| x.width == w).unwrap();
+            wc.graph.softmax_elem_ns = softmax_elem_ns;
+            wc.rows[0].row_ns = [0.0; 4];
+            Planner::with_model(b, 2, model)
+        };
+        let near = |x: f64| 1.0 + x * ACCUMULATORS_TOLERANCE;
+        for (elem_ns, local) in [
+            // The fast phase's calibration: flat, the whole row cheapest.
+            ([near(0.8), near(0.9), near(0.95), 1.0], w),
+            // The slow phase's: the whole row dearer.
+            ([1.0, near(0.5), near(3.0), near(10.0)], w),
+            ([near(1.5), near(0.5), 1.0, near(2.0)], 2 * w),
+            ([near(3.0), near(2.0), near(1.5), 1.0], 1024),
+        ] {
+            let chosen = planner(elem_ns).auto_on_caller(&profile);
+            assert_eq!(chosen.config.local, local, "{elem_ns:?}");
+        }
+        // The row operators' own kernels keep the most.
+        for op in [Op::RmsNorm, Op::LayerNorm, Op::MaskedSoftmax] {
+            let p = LaunchProfile::for_op(op, &Shape::rows(64, 1024)).unwrap();
+            assert!(!fewest_accumulators_near_cheapest(&p), "{op}");
+        }
+        let map = LaunchProfile::rows(64, 1024, 1024, 12.0, 1.0, 0);
+        assert!(!fewest_accumulators_near_cheapest(&map));
     }
 
     #[test]
