@@ -27,7 +27,9 @@
 //! Each figure is the fastest of 7 batches of calls lasting ≥ 100 µs each (the
 //! cold arrival: the lower quartile of 12 launches). The kernels and graph
 //! kernels that one fit compares run their batches interleaved, round by
-//! round, so that a change in the machine's speed lands on all of them alike.
+//! round, so that a change in the machine's speed lands on all of them alike,
+//! and each is the first one's fastest batch times its median ratio to the
+//! first one within a round (see [`paired_rounds`]).
 
 use super::cache::{self, Loaded};
 use super::cost::{
@@ -58,14 +60,31 @@ const ATTN_SHAPE: AttnShape = AttnShape {
     dv: 64,
 };
 
-/// µs per call of each of `count` workloads: the fastest of 7 interleaved
-/// rounds of one batch each. `batch(i, calls)` times `calls` back-to-back calls
-/// of workload `i` (already warm) and returns µs per call; one call of each
-/// first sizes its batches to about `batch_us` (at most 20 000 calls). Other
-/// work on the machine only ever adds time, so the minimum is the machine's own
-/// cost (a median would calibrate the load of the moment into the model), and
-/// interleaved, a change in the machine's speed lands on every workload alike.
-fn fastest_of_rounds<E>(
+/// Rounds of [`paired_rounds`].
+const ROUNDS: usize = 7;
+
+/// µs per call of each of `count` workloads, timed in [`ROUNDS`] interleaved
+/// rounds of one batch each: workload 0's fastest batch, and each other
+/// workload's as that times the median, over the rounds, of its batch's
+/// ratio to workload 0's batch of the same round. `batch(i, calls)` times
+/// `calls` back-to-back calls of workload `i` (already warm) and returns µs
+/// per call; one call of each first sizes its batches to about `batch_us`
+/// (at most 20 000 calls). Other work on the machine only ever adds time, so
+/// the minimum is the machine's own cost (a median would calibrate the load
+/// of the moment into the model).
+///
+/// The others are paired with it because this host runs in phases, one ~1.4×
+/// faster than the other (`examples/phases.rs`), that can switch between two
+/// batches: with each workload's own fastest batch, a switch in the last
+/// round gives the workloads timed after it a fast batch the others never
+/// had (the likeliest reading of what follows). One calibration put the graph softmax's costs with 1, 2, 4 and 8 accumulators
+/// at [0.816, 0.74, 0.873, 0.614] ns per element — 8 the cheapest by 17 % —
+/// where in 12 s series of masked_softmax 3x1024 to 257x1538 the whole row
+/// (8) never ran more than 1 % faster than local W (1) in a fast window, and
+/// 15–25 % slower in a slow one; `auto` ran the whole row at 1.11–1.14× the
+/// oracle (3x1024, 129x768; AMD EPYC, W8, 2026-12-07). A switch in the
+/// middle of a round now moves that round's ratios, which the median drops.
+fn paired_rounds<E>(
     count: usize,
     batch_us: f64,
     mut batch: impl FnMut(usize, usize) -> std::result::Result<f64, E>,
@@ -75,20 +94,34 @@ fn fastest_of_rounds<E>(
         let once = batch(i, 1)?;
         calls.push(((batch_us / once.max(0.01)).ceil() as usize).clamp(1, 20_000));
     }
-    let mut best = vec![f64::INFINITY; count];
-    for _ in 0..7 {
-        for (i, best) in best.iter_mut().enumerate() {
-            *best = best.min(batch(i, calls[i])?);
+    let mut rounds = vec![Vec::with_capacity(ROUNDS); count];
+    for _ in 0..ROUNDS {
+        for (i, times) in rounds.iter_mut().enumerate() {
+            times.push(batch(i, calls[i])?);
         }
     }
-    Ok(best)
+    let Some(reference) = rounds.first() else {
+        return Ok(Vec::new());
+    };
+    let fastest = reference.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok(rounds
+        .iter()
+        .map(|times| {
+            let ratios: Vec<f64> = times
+                .iter()
+                .zip(reference)
+                .map(|(&t, &r)| t / r.max(1e-9))
+                .collect();
+            fastest * median(&ratios)
+        })
+        .collect())
 }
 
-/// µs per call of `f`: the fastest of 7 batches of ≥ `batch_us` each, after
-/// one untimed call (see [`fastest_of_rounds`]).
+/// µs per call of `f`: the fastest of [`ROUNDS`] batches of ≥ `batch_us`
+/// each, after one untimed call (see [`paired_rounds`]).
 fn time_us(batch_us: f64, mut f: impl FnMut()) -> f64 {
     f();
-    let Ok(best) = fastest_of_rounds(1, batch_us, |_, calls| {
+    let Ok(best) = paired_rounds(1, batch_us, |_, calls| {
         let t = Instant::now();
         for _ in 0..calls {
             f();
@@ -98,11 +131,11 @@ fn time_us(batch_us: f64, mut f: impl FnMut()) -> f64 {
     best[0]
 }
 
-/// One launch [`fastest_on_caller`] times: its shape, geometry and inputs.
+/// One launch [`paired_on_caller`] times: its shape, geometry and inputs.
 type CallerLaunch<'a> = (&'a Shape, LaunchConfig, &'a OwnedInputs);
 
-/// µs per call of each of `launches` on the caller: the fastest of 7
-/// interleaved rounds of batches of about 100 µs each. Interleaved, a change
+/// µs per call of each of `launches` on the caller: [`paired_rounds`] of
+/// batches of about 100 µs each. Interleaved, a change
 /// in the machine's speed lands on every launch alike; timed one after the
 /// other, it landed on one row length of a fit: one calibration, taken while
 /// a neighbour shared the core, put rmsnorm's W8 cost per element at
@@ -110,7 +143,7 @@ type CallerLaunch<'a> = (&'a Shape, LaunchConfig, &'a OwnedInputs);
 /// and `auto` then ran 2 accumulators, 1.3–1.5× slower than the oracle's
 /// plans (4 or 8 accumulators) on rmsnorm 129x768 and 3x1024 (Intel Xeon,
 /// 2 vCPUs, 2026-12-06).
-fn fastest_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f64>> {
+fn paired_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f64>> {
     let mut prepared = Vec::with_capacity(launches.len());
     for &(shape, c, inputs) in launches {
         let launch = ops::prepare(inputs.view(), shape, b, c, PacketMode::FullPacket)?;
@@ -118,7 +151,7 @@ fn fastest_on_caller(b: Backend, launches: &[CallerLaunch<'_>]) -> Result<Vec<f6
         launch.run_on_caller(&mut out)?;
         prepared.push((launch, out));
     }
-    fastest_of_rounds(prepared.len(), 100.0, |i, calls| {
+    paired_rounds(prepared.len(), 100.0, |i, calls| {
         let (launch, out) = &mut prepared[i];
         let t = Instant::now();
         for _ in 0..calls {
@@ -183,7 +216,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
             };
             launches.extend([(&s1, config, &in1), (&s2, config, &in2)]);
         }
-        let t = fastest_on_caller(b, &launches)?;
+        let t = paired_on_caller(b, &launches)?;
         let (t1, t2, t3, tg) = (t[0], t[1], t[2], t[3]);
         // ns per element and per row from the two row lengths.
         let fit = |t1: f64, t2: f64| {
@@ -217,7 +250,7 @@ fn calibrate_width(b: Backend) -> Result<(WidthCost, f64)> {
         .iter()
         .map(|&block| (&shape, LaunchConfig { local, block }, &inputs))
         .collect();
-    let times = fastest_on_caller(b, &launches)?;
+    let times = paired_on_caller(b, &launches)?;
     for ((slot, &block), t) in attn.iter_mut().zip(&ATTN_BLOCKS).zip(times) {
         let groups = a.batch * a.q_heads * a.q_len.div_ceil(block);
         *slot = ((t - groups as f64 * pg) * 1e3 / a.flops()).max(1e-4);
@@ -412,11 +445,11 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                 },
             };
             // ns per call of each of `configs` on the caller, net of the
-            // launch and its groups: the fastest of 7 interleaved rounds of
-            // batches of about 100 µs, so that a drift of the machine's speed
-            // during the calibration lands on every config alike.
-            let mut fastest_ns = |configs: &[LaunchConfig]| -> Result<Vec<f64>> {
-                let best = fastest_of_rounds(configs.len(), 100.0, |j, calls| {
+            // launch and its groups: `paired_rounds` of batches of about
+            // 100 µs, so that a drift of the machine's speed during the
+            // calibration lands on every config alike.
+            let mut paired_ns = |configs: &[LaunchConfig]| -> Result<Vec<f64>> {
+                let best = paired_rounds(configs.len(), 100.0, |j, calls| {
                     measure(configs[j], Grain::Caller, calls)
                 })?;
                 Ok(best
@@ -442,7 +475,7 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                         (ns / rows as f64 - fixed).max(0.0) / cols as f64
                     };
                     if reduce_passes == 0 {
-                        let body_ns = fastest_ns(&[config])?[0];
+                        let body_ns = paired_ns(&[config])?[0];
                         maps.push((p.bytes_per_elem / 4.0, p.flops_per_elem, per(body_ns, 3)));
                     } else if op == Op::MaskedSoftmax {
                         // Locals W, 2W and 4W reduce into 1, 2 and 4
@@ -460,14 +493,14 @@ fn calibrate_graph(rt: &Runtime, m: &CostModel, wc: &WidthCost) -> Result<GraphC
                             })
                             .chain([config])
                             .collect();
-                        let ns = fastest_ns(&configs)?;
+                        let ns = paired_ns(&configs)?;
                         softmax = Some(std::array::from_fn(|k| per(ns[k], k)));
                     }
                 }
                 Work::Attention(_) => {
                     // Groups of 16 query rows (`config`), and of one.
                     let flops = p.flops_per_elem * p.elements() as f64;
-                    let ns = fastest_ns(&[LaunchConfig { block: 1, ..config }, config])?;
+                    let ns = paired_ns(&[LaunchConfig { block: 1, ..config }, config])?;
                     attn[0].push(ns[0] / flops);
                     attn[1].push(ns[1] / flops);
                 }
@@ -799,6 +832,37 @@ mod tests {
             std::fs::remove_file(&file).unwrap();
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Workloads of equal cost, timed in a slow phase that ends just before
+    /// the last workload's batch of the last round.
+    #[test]
+    fn a_phase_switch_within_a_round_does_not_cheapen_one_workload() {
+        let (count, slow, fast) = (4usize, 1.4, 1.0);
+        let mut batches = vec![0usize; count];
+        let times = paired_rounds(count, 100.0, |i, _| {
+            // Batch 0 of each workload sizes its batches; 1..=ROUNDS are rounds.
+            let round = batches[i];
+            batches[i] += 1;
+            let switched = i == count - 1 && round == ROUNDS;
+            Ok::<f64, ()>(if switched { fast } else { slow })
+        })
+        .unwrap();
+        assert_eq!(times, vec![slow; count]);
+        assert!(batches.iter().all(|&b| b == ROUNDS + 1));
+        // Costs that differ keep their ratios: the reference's fastest round
+        // times each one's median ratio to it.
+        let costs = [2.0, 1.0, 3.0];
+        let mut round = 0usize;
+        let times = paired_rounds(costs.len(), 100.0, |i, _| {
+            round += usize::from(i == 0);
+            let phase = if round.is_multiple_of(3) { fast } else { slow };
+            Ok::<f64, ()>(costs[i] * phase)
+        })
+        .unwrap();
+        for (t, c) in times.iter().zip(costs) {
+            assert!((t - c * fast).abs() < 1e-12, "{times:?}");
+        }
     }
 
     #[test]
