@@ -230,9 +230,10 @@ const ACCUMULATORS_TOLERANCE: f64 = 0.02;
 /// (`examples/phases.rs`). In the fast phase that softmax costs the same with
 /// 1, 2 and 8 accumulators; in the slow one the whole row (8) costs 17–21 %
 /// more than local W (1): masked_softmax 3x1024 unfused, its softmax at local
-/// 1024 against 8, read 0.99–1.00 of it in every 100 ms window of the fast
-/// phase and 1.15–1.25 in the slow (129x768: 0.99 and 1.19; local 16 against
-/// 8: 0.99–1.00 in both, 32: 1.04). A calibration taken in the fast phase
+/// 1024 against 8, read 0.99–1.00 of it in 100 ms windows of the fast phase
+/// and 1.15–1.25 in the slow (median by phase, 32x1024: 1.00 and 1.21;
+/// 129x768: 0.99 and 1.19; 257x1538: 1.00 and 1.19; 64x4096: 0.99 and 1.20;
+/// local 16 against 8: 0.99–1.00 in both, 32: 1.04). A calibration taken in the fast phase
 /// (a third of them) puts the four counts within 2 % with 8 the cheapest,
 /// and `auto` ran the whole row at 1.04–1.12× the oracle's local 8 or 16
 /// (3x1024, 129x768, 257x1538; AMD EPYC, W8, 2026-12-07). The row operators'
@@ -554,10 +555,10 @@ impl Planner {
     /// one with the most packet accumulators (the fewest for the graph's own
     /// softmax: [`fewest_accumulators_near_cheapest`]) among those whose
     /// compute the model puts within [`ACCUMULATORS_TOLERANCE`] of the
-    /// cheapest, whatever the pool. (The launch's memory traffic is the same at every
-    /// `local`: compared in the total, which a memory-bound launch flattens,
-    /// rmsnorm's 2 accumulators, 40 % dearer in compute, came within 5 % of its
-    /// 8 at 257x1538 and ran 13 % slower on 2 workers.) A row's reduction order
+    /// cheapest, whatever the pool. (The launch's memory traffic is the same
+    /// at every `local`: compared in the total, which a memory-bound launch
+    /// flattens, rmsnorm's 2 accumulators, 40 % dearer in compute, came within
+    /// 5 % of its 8 at 257x1538 and ran 13 % slower on 2 workers.) A row's reduction order
     /// depends on `local`, so fixing it per shape keeps `auto`'s output bytes
     /// the same for every worker count and grain; only `block` and the grain
     /// adapt to the pool. Nor does `local` follow a measurement, whose winner
