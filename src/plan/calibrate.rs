@@ -29,7 +29,7 @@
 //! kernels that one fit compares run their batches interleaved, round by
 //! round, so that a change in the machine's speed lands on all of them alike,
 //! and each is the first one's fastest batch times its median ratio to the
-//! first one within a round (see [`paired_rounds`]).
+//! first one within a round (see `paired_rounds`).
 
 use super::cache::{self, Loaded};
 use super::cost::{
