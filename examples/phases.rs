@@ -9,11 +9,13 @@
 //! where a plan is one `local,block` per launch of the graph, joined by `/`
 //! (all on the caller), e.g. `masked_softmax 3x1024 8,3/8,3 8,3/1024,3 20 100 unfused`.
 
+#[allow(dead_code)] // only `common::runtime`
+mod common;
+
 use std::time::Instant;
 use taskgrain::Error;
 use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
-use taskgrain::pool::{CallerPin, Grain, PoolConfig};
-use taskgrain::runtime::{Runtime, RuntimeConfig};
+use taskgrain::pool::{CallerPin, Grain};
 
 fn plan(s: &str) -> Result<Vec<(LaunchConfig, Grain)>, Error> {
     let bad = || Error::BadArgument(format!("plan {s:?}: expected local,block[/local,block…]"));
@@ -48,11 +50,7 @@ fn main() -> Result<(), Error> {
     let window_ms: f64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(100.0);
     let fused = rest.get(2).is_none_or(|f| f != "unfused");
     let _pin = CallerPin::first_allowed();
-    let rt = Runtime::new(RuntimeConfig {
-        pool: PoolConfig::with_workers(1),
-        width: Some(taskgrain::packet::Backend::best(8).width()),
-        ..RuntimeConfig::default()
-    })?;
+    let rt = common::runtime(1)?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];

@@ -10,12 +10,14 @@
 //! of k groups), e.g. `rmsnorm 17x65 32,17,caller 72,17,caller`; 2 workers,
 //! the calling thread pinned, 12 rounds by default. Ratios are B / A.
 
+#[allow(dead_code)] // only `common::runtime`
+mod common;
+
 use taskgrain::Error;
 use taskgrain::bench::report::stats::{paired_ratios, summarize};
 use taskgrain::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
 use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
-use taskgrain::pool::{CallerPin, Grain, PoolConfig};
-use taskgrain::runtime::{Runtime, RuntimeConfig};
+use taskgrain::pool::{CallerPin, Grain};
 
 /// Samples per candidate per round, in each of the two methods.
 const SAMPLES: usize = 50;
@@ -45,11 +47,7 @@ fn main() -> Result<(), Error> {
     let plans = [vec![plan(&args[3])?], vec![plan(&args[4])?]];
     let rounds: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(12);
     let _pin = CallerPin::first_allowed();
-    let rt = Runtime::new(RuntimeConfig {
-        pool: PoolConfig::with_workers(2),
-        width: Some(taskgrain::packet::Backend::best(8).width()),
-        ..RuntimeConfig::default()
-    })?;
+    let rt = common::runtime(2)?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];

@@ -1,6 +1,6 @@
 //! What the paired A/B examples share: their command line
 //! (`[workers] [rounds] [calls] [op:shape ...]`), their runtime, and the p50 of
-//! a fallible call.
+//! a fallible call. (`timing_ab` and `phases` use the runtime alone.)
 
 use taskgrain::bench::timing::{median, time_calls};
 use taskgrain::ops::{Op, Shape};
@@ -29,11 +29,7 @@ pub fn setup(calls: usize, rows: &[&str]) -> Result<(Args, Runtime), taskgrain::
             Ok((op, Shape::parse(op, dims)?))
         })
         .collect::<Result<_, taskgrain::Error>>()?;
-    let rt = Runtime::new(RuntimeConfig {
-        pool: PoolConfig::with_workers(workers),
-        width: Some(taskgrain::packet::Backend::best(8).width()),
-        ..RuntimeConfig::default()
-    })?;
+    let rt = runtime(workers)?;
     println!(
         "workers {}/{} granted, {rounds} rounds × {calls} calls, {}",
         rt.pool().workers_granted(),
@@ -48,6 +44,15 @@ pub fn setup(calls: usize, rows: &[&str]) -> Result<(Args, Runtime), taskgrain::
         },
         rt,
     ))
+}
+
+/// The examples' runtime: `workers` workers, the widest packet ≤ 8 lanes.
+pub fn runtime(workers: usize) -> Result<Runtime, taskgrain::Error> {
+    Runtime::new(RuntimeConfig {
+        pool: PoolConfig::with_workers(workers),
+        width: Some(taskgrain::packet::Backend::best(8).width()),
+        ..RuntimeConfig::default()
+    })
 }
 
 /// The median µs of `calls` timed calls of `f`, or the first error one returned.
