@@ -7,29 +7,15 @@
 //!
 //! `cargo run --release --example phases -- OP SHAPE PLAN_A [PLAN_B] [seconds] [window_ms] [fused]`
 //! where a plan is one `local,block` per launch of the graph, joined by `/`
-//! (all on the caller), e.g. `masked_softmax 3x1024 8,3/8,3 8,3/1024,3 20 100 unfused`.
+//! (the pool has one worker: every launch runs on the caller), e.g. `masked_softmax 3x1024 8,3/8,3 8,3/1024,3 20 100 unfused`.
 
-#[allow(dead_code)] // only `common::runtime`
+#[allow(dead_code)] // only `common::runtime` and `common::plans`
 mod common;
 
 use std::time::Instant;
 use taskgrain::Error;
-use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
-use taskgrain::pool::{CallerPin, Grain};
-
-fn plan(s: &str) -> Result<Vec<(LaunchConfig, Grain)>, Error> {
-    let bad = || Error::BadArgument(format!("plan {s:?}: expected local,block[/local,block…]"));
-    s.split('/')
-        .map(|launch| {
-            let (local, block) = launch.split_once(',').ok_or_else(bad)?;
-            let config = LaunchConfig {
-                local: local.parse().map_err(|_| bad())?,
-                block: block.parse().map_err(|_| bad())?,
-            };
-            Ok((config, Grain::Caller))
-        })
-        .collect()
-}
+use taskgrain::ops::{self, Op, OwnedInputs, Shape};
+use taskgrain::pool::CallerPin;
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
@@ -40,17 +26,18 @@ fn main() -> Result<(), Error> {
     }
     let op: Op = args[1].parse()?;
     let shape = Shape::parse(op, &args[2])?;
-    let mut plans = vec![plan(&args[3])?];
+    let mut plans = vec![common::plans(&args[3])?];
     let mut rest = &args[4..];
     if let Some(b) = rest.first().filter(|b| b.contains(',')) {
-        plans.push(plan(b)?);
+        plans.push(common::plans(b)?);
         rest = &rest[1..];
     }
     let seconds: f64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(20.0);
     let window_ms: f64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(100.0);
     let fused = rest.get(2).is_none_or(|f| f != "unfused");
-    let _pin = CallerPin::first_allowed();
+    // The pool first: it spreads its helpers over the CPUs its builder may use.
     let rt = common::runtime(1)?;
+    let _pin = CallerPin::first_allowed();
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];

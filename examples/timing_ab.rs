@@ -1,57 +1,48 @@
-//! Two plans of one fused launch, paired in rounds and timed two ways in each
+//! Two plans of an operator's launch chain (fused by default), paired in rounds and timed two ways in each
 //! round: every call alone (a clock read per call, as refinement and the
 //! oracle time calls) and in samples of back-to-back calls lasting 5 µs (as
 //! `bench` and `run` time calls under 5 µs). Shows what the clock's steps do
 //! to a sub-µs ratio: on a host whose clock moves in 10 ns steps, a call
 //! timed alone reads 0.29 or 0.30 µs, and the paired ratio jumps by 3 %.
 //!
-//! `cargo run --release --example timing_ab -- OP SHAPE PLAN_A PLAN_B [rounds]`
-//! where a plan is `local,block,grain` (grain: `caller`, 0 = legacy, k = tasks
-//! of k groups), e.g. `rmsnorm 17x65 32,17,caller 72,17,caller`; 2 workers,
-//! the calling thread pinned, 12 rounds by default. Ratios are B / A.
+//! `cargo run --release --example timing_ab -- OP SHAPE PLAN_A PLAN_B [rounds] [fused|unfused]`
+//! where a plan is `local,block[,grain]` per launch of the graph, joined by
+//! `/` (grain: `caller`, the default, 0 = legacy, k = tasks of k groups), e.g.
+//! `rmsnorm 17x65 32,17 72,17` or `gelu_residual 64x256 16,8,1/8,64 16,8,1/32,32,0 12 unfused`;
+//! 2 workers, the calling thread pinned (after the pool is built), 12 rounds
+//! by default. Ratios are B / A.
 
-#[allow(dead_code)] // only `common::runtime`
+#[allow(dead_code)] // only `common::runtime` and `common::plans`
 mod common;
 
 use taskgrain::Error;
 use taskgrain::bench::report::stats::{paired_ratios, summarize};
 use taskgrain::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
-use taskgrain::ops::{self, LaunchConfig, Op, OwnedInputs, Shape};
-use taskgrain::pool::{CallerPin, Grain};
+use taskgrain::ops::{self, Op, OwnedInputs, Shape};
+use taskgrain::pool::CallerPin;
 
 /// Samples per candidate per round, in each of the two methods.
 const SAMPLES: usize = 50;
-
-fn plan(s: &str) -> Result<(LaunchConfig, Grain), Error> {
-    let bad = || Error::BadArgument(format!("plan {s:?}: expected local,block,grain"));
-    let parts: Vec<&str> = s.split(',').collect();
-    let [local, block, grain] = parts[..] else {
-        return Err(bad());
-    };
-    let config = LaunchConfig {
-        local: local.parse().map_err(|_| bad())?,
-        block: block.parse().map_err(|_| bad())?,
-    };
-    Ok((config, grain.parse()?))
-}
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
         return Err(Error::BadArgument(
-            "usage: timing_ab OP SHAPE PLAN_A PLAN_B [rounds]".into(),
+            "usage: timing_ab OP SHAPE PLAN_A PLAN_B [rounds] [fused|unfused]".into(),
         ));
     }
     let op: Op = args[1].parse()?;
     let shape = Shape::parse(op, &args[2])?;
-    let plans = [vec![plan(&args[3])?], vec![plan(&args[4])?]];
+    let plans = [common::plans(&args[3])?, common::plans(&args[4])?];
     let rounds: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(12);
-    let _pin = CallerPin::first_allowed();
+    let fused = args.get(6).is_none_or(|f| f != "unfused");
+    // The pool first: it spreads its helpers over the CPUs its builder may use.
     let rt = common::runtime(2)?;
+    let _pin = CallerPin::first_allowed();
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];
-    let graph = rt.graph(op, &shape, true)?;
+    let graph = rt.graph(op, &shape, fused)?;
     let mut out = vec![0.0f32; ops::output_len(&shape)];
     let mut failure = None;
     let mut call = |i: usize| {

@@ -1,10 +1,11 @@
 //! What the paired A/B examples share: their command line
 //! (`[workers] [rounds] [calls] [op:shape ...]`), their runtime, and the p50 of
-//! a fallible call. (`timing_ab` and `phases` use the runtime alone.)
+//! a fallible call. (`timing_ab` and `phases` use the runtime and the plan
+//! parser alone.)
 
 use taskgrain::bench::timing::{median, time_calls};
-use taskgrain::ops::{Op, Shape};
-use taskgrain::pool::PoolConfig;
+use taskgrain::ops::{LaunchConfig, Op, Shape};
+use taskgrain::pool::{Grain, PoolConfig};
 use taskgrain::runtime::{Runtime, RuntimeConfig};
 
 /// The parsed command line.
@@ -67,4 +68,31 @@ pub fn p50(
         }
     }));
     failure.map_or(Ok(t), Err)
+}
+
+/// Parses a plan of a launch chain: one `local,block[,grain]` per launch,
+/// joined by `/` (grain: `caller`, the default, 0 = legacy, k = tasks of k
+/// groups), e.g. `8,3/1024,3,caller` or `32,32,0`.
+#[allow(dead_code)] // `timing_ab` and `phases` alone
+pub fn plans(s: &str) -> Result<Vec<(LaunchConfig, Grain)>, taskgrain::Error> {
+    let bad = || {
+        taskgrain::Error::BadArgument(format!(
+            "plan {s:?}: expected local,block[,grain] per launch, joined by /"
+        ))
+    };
+    s.split('/')
+        .map(|launch| {
+            let parts: Vec<&str> = launch.split(',').collect();
+            let (local, block, grain) = match parts[..] {
+                [l, b] => (l, b, "caller"),
+                [l, b, g] => (l, b, g),
+                _ => return Err(bad()),
+            };
+            let config = LaunchConfig {
+                local: local.parse().map_err(|_| bad())?,
+                block: block.parse().map_err(|_| bad())?,
+            };
+            Ok((config, grain.parse()?))
+        })
+        .collect()
 }
