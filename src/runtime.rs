@@ -35,7 +35,7 @@ use crate::stats::median;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How to build a [`Runtime`].
 #[derive(Clone, Debug)]
@@ -251,7 +251,7 @@ impl Runtime {
         grain: Grain,
         calls: usize,
     ) -> Result<f64> {
-        median_call_us(calls, || match self.prepare(inputs, shape, config) {
+        self.median_call_us(calls, || match self.prepare(inputs, shape, config) {
             Ok(ref launch) => self.launch(launch, grain, out),
             Err(e) => Err(e),
         })
@@ -393,7 +393,7 @@ impl Runtime {
         let prepare = |c| ops::prepare_checked(bound, &shape, self.backend, c, self.mode);
         let (config, grain) = {
             let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
-                median_call_us(n, || match prepare(c) {
+                self.median_call_us(n, || match prepare(c) {
                     Ok(ref l) => self.launch(l, g, out),
                     Err(e) => Err(e),
                 })
@@ -431,7 +431,7 @@ impl Runtime {
             let prepare = |c| NodeLaunch::prepare(graph, 0, &tensor, self.backend, c, self.mode);
             let plan = {
                 let mut measure = |c: LaunchConfig, g: Grain, n: usize| {
-                    median_call_us(n, || match prepare(c) {
+                    self.median_call_us(n, || match prepare(c) {
                         Ok(ref l) => self.launch_plainly(l, g, out),
                         Err(e) => Err(e),
                     })
@@ -532,23 +532,64 @@ impl Runtime {
         calls: usize,
     ) -> Result<f64> {
         let graph = b.graph;
-        let calls = calls.max(1);
-        let mut times = Vec::with_capacity(calls);
-        for call in 0..=calls {
+        // Launch `i` after its producers: its µs and its stats.
+        let mut once = || -> Result<(f64, LaunchStats)> {
             for j in (0..i).filter(|&j| graph.feeds(j, i)) {
                 self.run_node(b.reborrow(), j, chosen[j], &mut |l, g, dst| {
                     self.launch_plainly(l, g, dst)
                 })?;
             }
             let t = Instant::now();
-            self.run_node(b.reborrow(), i, candidate, &mut |l, g, dst| {
+            let stats = self.run_node(b.reborrow(), i, candidate, &mut |l, g, dst| {
                 self.launch_plainly(l, g, dst)
             })?;
-            if call > 0 {
-                times.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-        }
+            Ok((t.elapsed().as_secs_f64() * 1e6, stats))
+        };
+        warm_up(self.pooled(), &mut || once().map(|(_, stats)| stats))?;
+        let times = (0..calls.max(1))
+            .map(|_| once().map(|(us, _)| us))
+            .collect::<Result<Vec<f64>>>()?;
         Ok(median(&times))
+    }
+
+    /// Whether the pool has helpers to hand tasks to.
+    fn pooled(&self) -> bool {
+        self.pool.workers_granted() > 1
+    }
+
+    /// The median µs of `calls` (at least one) calls of `call` (a launch,
+    /// prepared as a call prepares it), each timed alone, after
+    /// [`warm_up`] (which also warms the caches).
+    ///
+    /// This is how the bench times calls of 5 µs and more (the p50 of calls
+    /// timed one by one, each preparing its launch); shorter ones it times in
+    /// samples of back-to-back calls, as one step of the clock (10 ns on a
+    /// Firecracker guest) is several percent of a sub-µs call. Timed both ways
+    /// in the same rounds (`examples/timing_ab.rs`), the pooled/caller ratios
+    /// of rmsnorm 64x256 (0.92 alone, 0.88 batched), attention
+    /// 1x4x2x16x32x16x16 (0.62, 0.63), swiglu 3x1024 (0.79, 0.79),
+    /// gelu_residual 17x66 (1.41, 1.34) and layernorm 17x66 (1.79, 1.82)
+    /// agreed within 1–5 % (AMD EPYC, 2026-12-08). Refinement and the oracle
+    /// still time calls alone: refinement's margins were set that way. The
+    /// preparation is timed too, as the bench times it: timed without it,
+    /// two-group plans of fused swiglu and layernorm 17x66 once read 0.74–0.78
+    /// of the caller's plan where, prepared, they read 0.83–0.93.
+    pub(crate) fn median_call_us(
+        &self,
+        calls: usize,
+        mut call: impl FnMut() -> Result<LaunchStats>,
+    ) -> Result<f64> {
+        warm_up(self.pooled(), &mut call)?;
+        let mut failure = None;
+        let times = time_calls(0, calls.max(1), || {
+            if let Err(e) = call() {
+                failure.get_or_insert(e);
+            }
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(median(&times)),
+        }
     }
 
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
@@ -613,6 +654,33 @@ impl Runtime {
     }
 }
 
+/// The longest [`warm_up`] waits for a parked helper to take part
+/// in a pooled call before measuring it anyway.
+const HELPER_WAKE_WAIT: Duration = Duration::from_millis(2);
+
+/// Untimed calls of `call` before it is measured: one, then, if the pool has
+/// helpers (`pooled`), more while a call hands tasks to them and none takes
+/// any, for at most [`HELPER_WAKE_WAIT`]; returns how many calls it made.
+/// The helpers park while a candidate runs on the caller alone, and one
+/// untimed call does not bring a parked helper back: here one took 30–70 µs
+/// after a caller-only run, at times over 600 µs (AMD EPYC KVM guest,
+/// 2 vCPUs, 2026-12-08). With one untimed call, the calls of a pooled plan
+/// ran on the caller alone, a few µs slower than the caller's own plan, until
+/// the helper arrived, and refinement kept unfused swiglu 64x256's `silu` on
+/// the caller: `auto` ran 1.89× the oracle.
+fn warm_up(pooled: bool, call: &mut dyn FnMut() -> Result<LaunchStats>) -> Result<usize> {
+    let start = Instant::now();
+    let mut calls = 0;
+    loop {
+        let stats = call()?;
+        calls += 1;
+        let waiting = pooled && stats.tasks > 1 && !stats.helped;
+        if !waiting || start.elapsed() >= HELPER_WAKE_WAIT {
+            return Ok(calls);
+        }
+    }
+}
+
 /// Launch `i`'s geometry and grain under `planning`, after launches `0..i`
 /// ran with the plans in `chosen`; `measure` times the launch as the graph
 /// runs it (for refinement or search).
@@ -635,46 +703,6 @@ fn plan_node(
             };
             choose(i, &profile, inputs, measure)
         }
-    }
-}
-
-/// The median µs of `calls` (at least one) calls of `call` (a launch, prepared
-/// as a call prepares it), each timed alone, after one untimed call.
-///
-/// The untimed call wakes helpers that parked while the previous candidate
-/// ran (a caller-only one leaves them idle) and warms the caches: without it a
-/// one-call measurement of a pool grain (refinement measures launches of tens
-/// of µs one or two calls at a time) includes the helpers' wake-up.
-///
-/// This is how the bench times calls of 5 µs and more (the p50 of calls timed
-/// one by one, each preparing its launch); shorter ones it times in samples of
-/// back-to-back calls, as one step of the clock (10 ns on a Firecracker guest)
-/// is several percent of a sub-µs call. Timed both ways in the same rounds
-/// (`examples/timing_ab.rs`), the pooled/caller ratios of rmsnorm 64x256,
-/// attention 1x4x2x16x32x16x16, swiglu 3x1024, gelu_residual 17x66 and
-/// layernorm 17x66 agreed within 1–2 % (AMD EPYC, 2026-12-06, in a phase of
-/// slow helpers). Refinement and the oracle still time calls alone: refinement's
-/// margins were set that way. Earlier, in another phase, plans compared
-/// differently when timed otherwise: the mean of a batch of back-to-back
-/// launches put fused swiglu 3x1024 in single-row tasks 11 % ahead of the
-/// caller's plan, where one by one it was 2 % ahead; and launches timed one by
-/// one without their preparation rated two-group plans of fused swiglu and
-/// layernorm 17x66 at 0.74–0.78 of the caller's plan where, prepared as in the
-/// bench, they read 0.83–0.93 (and 1.44–1.67 where they read 1.88–2.02, in a
-/// phase of the host when helpers arrived late).
-pub(crate) fn median_call_us(
-    calls: usize,
-    mut call: impl FnMut() -> Result<LaunchStats>,
-) -> Result<f64> {
-    let mut failure = None;
-    let times = time_calls(1, calls.max(1), || {
-        if let Err(e) = call() {
-            failure.get_or_insert(e);
-        }
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(median(&times)),
     }
 }
 
@@ -721,4 +749,55 @@ fn check_bindings(graph: &Graph, inputs: &[&[f32]], out: &[f32]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(tasks: usize, helped: bool) -> LaunchStats {
+        LaunchStats {
+            tasks,
+            helped,
+            ..LaunchStats::default()
+        }
+    }
+
+    /// Calls of `warm_up` over a sequence of launch stats (the last repeated).
+    fn warm_calls(pooled: bool, seq: &[LaunchStats]) -> usize {
+        let mut k = 0;
+        let mut call = || {
+            let s = seq[k.min(seq.len() - 1)];
+            k += 1;
+            Ok(s)
+        };
+        warm_up(pooled, &mut call).expect("no error")
+    }
+
+    #[test]
+    fn warm_up_waits_until_a_pooled_call_is_helped() {
+        let cold = stats(4, false);
+        let hot = stats(4, true);
+        assert_eq!(warm_calls(true, &[cold, cold, cold, hot]), 4);
+        assert_eq!(warm_calls(true, &[hot]), 1);
+        // Nothing to wait for: one call on the caller, or a pool of one worker.
+        assert_eq!(warm_calls(true, &[stats(1, false)]), 1);
+        assert_eq!(warm_calls(false, &[cold]), 1);
+        // A helper that never comes: the wait ends (after HELPER_WAKE_WAIT).
+        assert!(warm_calls(true, &[cold]) > 1);
+    }
+
+    #[test]
+    fn warm_up_returns_the_first_error() {
+        let mut calls = 0;
+        let mut failing = || {
+            calls += 1;
+            Err(Error::KernelPanicked("boom".into()))
+        };
+        assert!(matches!(
+            warm_up(true, &mut failing),
+            Err(Error::KernelPanicked(_))
+        ));
+        assert_eq!(calls, 1);
+    }
 }

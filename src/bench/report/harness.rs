@@ -22,7 +22,7 @@ use crate::packet::Backend;
 use crate::plan::calibrate::ModelSource;
 use crate::pool::CallerPin;
 use crate::pool::{Grain, PoolConfig};
-use crate::runtime::{Runtime, RuntimeConfig, median_call_us};
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::simt::PacketMode;
 use std::path::PathBuf;
 
@@ -567,7 +567,7 @@ impl Harness {
             for _ in 0..self.cfg.warmup {
                 rt.run_planned(&graph, tensors, &mut out, plans)?;
             }
-            let single = median_call_us(PROBE_CALLS, || {
+            let single = rt.median_call_us(PROBE_CALLS, || {
                 rt.run_planned(&graph, tensors, &mut out, plans)
             })?;
             fastest_us = fastest_us.min(single);
