@@ -592,6 +592,22 @@ impl Runtime {
         }
     }
 
+    /// Untimed calls of `graph` with `plans` before they are timed: one, and
+    /// more while a call hands tasks to the pool and no helper takes any (see
+    /// [`warm_up`]).
+    pub(crate) fn warm_up_planned(
+        &self,
+        graph: &Graph,
+        inputs: &[&[f32]],
+        out: &mut [f32],
+        plans: &[(LaunchConfig, Grain)],
+    ) -> Result<()> {
+        warm_up(self.pooled(), &mut || {
+            self.run_planned(graph, inputs, out, plans)
+        })
+        .map(|_| ())
+    }
+
     /// Runs `graph` with a fixed geometry and grain per launch (`plans[i]` for
     /// launch `i`): what the benchmarks time.
     pub fn run_planned(

@@ -600,7 +600,14 @@ impl Harness {
     /// Times one round of a prepared row: the warm-up calls of every
     /// candidate (other rows ran since its last round), then every candidate
     /// N samples, in turns of `per_turn` (at most `TURN_SAMPLES`), the candidates' order
-    /// rotated per round.
+    /// rotated per round. A turn of several samples starts with untimed calls
+    /// until a pooled plan's helpers take part (`Runtime::warm_up_planned`):
+    /// they park during a caller-only candidate's turn longer than their spin
+    /// (100 µs), and came back 30–70 µs later, at times after 600 µs, so the
+    /// first calls of the next pooled turn ran on the caller alone. A turn of
+    /// one sample (a call of 500 µs or more) does without: a second call
+    /// would double the row's time, and a helper that late costs a call that
+    /// long at most half its delay, 7 % of 500 µs for 2 workers.
     fn time_round(&self, row: &mut RowRun, round: usize) -> Result<()> {
         let rt = &self.runtime;
         let view = row.inputs.view();
@@ -618,6 +625,9 @@ impl Harness {
             for j in rotation(row.active.len(), round) {
                 let i = row.active[j];
                 let plans = row.resolved[i].as_ref().expect("active");
+                if row.per_turn > 1 {
+                    rt.warm_up_planned(graph, tensors, out, plans)?;
+                }
                 let mut failure = None;
                 times[i].extend(time_samples(0, samples, row.per_sample, || {
                     if let Err(e) = rt.run_planned(graph, tensors, out, plans) {
