@@ -569,7 +569,7 @@ impl Runtime {
     /// of rmsnorm 64x256 (0.92 alone, 0.88 batched), attention
     /// 1x4x2x16x32x16x16 (0.62, 0.63), swiglu 3x1024 (0.79, 0.79),
     /// gelu_residual 17x66 (1.41, 1.34) and layernorm 17x66 (1.79, 1.82)
-    /// agreed within 1–5 % (AMD EPYC, 2026-12-08). Refinement and the oracle
+    /// agreed within 1–6 % (AMD EPYC, 2026-12-08). Refinement and the oracle
     /// still time calls alone: refinement's margins were set that way. The
     /// preparation is timed too, as the bench times it: timed without it,
     /// two-group plans of fused swiglu and layernorm 17x66 once read 0.74–0.78
