@@ -7,15 +7,15 @@
 //!
 //! `cargo run --release --example phases -- OP SHAPE PLAN_A [PLAN_B] [seconds] [window_ms] [fused]`
 //! where a plan is one `local,block` per launch of the graph, joined by `/`
-//! (the pool has one worker: every launch runs on the caller), e.g. `masked_softmax 3x1024 8,3/8,3 8,3/1024,3 20 100 unfused`.
+//! (the pool has one worker: every launch runs on the caller), e.g.
+//! `masked_softmax 3x1024 8,3/8,3 8,3/1024,3 20 100 unfused`.
 
-#[allow(dead_code)] // only `common::runtime` and `common::plans`
+#[allow(dead_code)] // only `common::pinned_runtime` and `common::plans`
 mod common;
 
 use std::time::Instant;
 use taskgrain::Error;
 use taskgrain::ops::{self, Op, OwnedInputs, Shape};
-use taskgrain::pool::CallerPin;
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
@@ -35,9 +35,7 @@ fn main() -> Result<(), Error> {
     let seconds: f64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(20.0);
     let window_ms: f64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(100.0);
     let fused = rest.get(2).is_none_or(|f| f != "unfused");
-    // The pool first: it spreads its helpers over the CPUs its builder may use.
-    let rt = common::runtime(1)?;
-    let _pin = CallerPin::first_allowed();
+    let (rt, _pin) = common::pinned_runtime(1)?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];

@@ -1,7 +1,8 @@
-//! Two plans of an operator's launch chain (fused by default), paired in rounds and timed two ways in each
-//! round: every call alone (a clock read per call, as refinement and the
-//! oracle time calls) and in samples of back-to-back calls lasting 5 µs (as
-//! `bench` and `run` time calls under 5 µs). Shows what the clock's steps do
+//! Two plans of an operator's launch chain (fused by default), paired in
+//! rounds and timed two ways in each round: every call alone (a clock read
+//! per call, as refinement and the oracle time calls) and in samples of
+//! back-to-back calls lasting 5 µs (as `bench` and `run` time calls under
+//! 5 µs). Shows what the clock's steps do
 //! to a sub-µs ratio: on a host whose clock moves in 10 ns steps, a call
 //! timed alone reads 0.29 or 0.30 µs, and the paired ratio jumps by 3 %.
 //!
@@ -12,14 +13,13 @@
 //! 2 workers, the calling thread pinned (after the pool is built), 12 rounds
 //! by default. Ratios are B / A.
 
-#[allow(dead_code)] // only `common::runtime` and `common::plans`
+#[allow(dead_code)] // only `common::pinned_runtime` and `common::plans`
 mod common;
 
 use taskgrain::Error;
 use taskgrain::bench::report::stats::{paired_ratios, summarize};
 use taskgrain::bench::timing::{SAMPLE_US, calls_for, median, time_calls, time_samples};
 use taskgrain::ops::{self, Op, OwnedInputs, Shape};
-use taskgrain::pool::CallerPin;
 
 /// Samples per candidate per round, in each of the two methods.
 const SAMPLES: usize = 50;
@@ -36,9 +36,7 @@ fn main() -> Result<(), Error> {
     let plans = [common::plans(&args[3])?, common::plans(&args[4])?];
     let rounds: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(12);
     let fused = args.get(6).is_none_or(|f| f != "unfused");
-    // The pool first: it spreads its helpers over the CPUs its builder may use.
-    let rt = common::runtime(2)?;
-    let _pin = CallerPin::first_allowed();
+    let (rt, _pin) = common::pinned_runtime(2)?;
     let inputs = OwnedInputs::generate(op, shape, 1)?;
     let (tensor_array, count) = inputs.view().tensors();
     let tensors = &tensor_array[..count];

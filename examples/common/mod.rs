@@ -1,11 +1,11 @@
 //! What the paired A/B examples share: their command line
 //! (`[workers] [rounds] [calls] [op:shape ...]`), their runtime, and the p50 of
-//! a fallible call. (`timing_ab` and `phases` use the runtime and the plan
-//! parser alone.)
+//! a fallible call. (`timing_ab` and `phases` use the pinned runtime and the
+//! plan parser alone.)
 
 use taskgrain::bench::timing::{median, time_calls};
 use taskgrain::ops::{LaunchConfig, Op, Shape};
-use taskgrain::pool::{Grain, PoolConfig};
+use taskgrain::pool::{CallerPin, Grain, PoolConfig};
 use taskgrain::runtime::{Runtime, RuntimeConfig};
 
 /// The parsed command line.
@@ -54,6 +54,15 @@ pub fn runtime(workers: usize) -> Result<Runtime, taskgrain::Error> {
         width: Some(taskgrain::packet::Backend::best(8).width()),
         ..RuntimeConfig::default()
     })
+}
+
+/// [`runtime`], and the calling thread pinned for as long as the pin lives,
+/// in that order: the pool spreads its helpers over the CPUs its builder may
+/// use, so a caller pinned first would share its CPU with a helper.
+#[allow(dead_code)] // `timing_ab` and `phases` alone
+pub fn pinned_runtime(workers: usize) -> Result<(Runtime, CallerPin), taskgrain::Error> {
+    let rt = runtime(workers)?;
+    Ok((rt, CallerPin::first_allowed()))
 }
 
 /// The median µs of `calls` timed calls of `f`, or the first error one returned.
